@@ -1,0 +1,36 @@
+# spark-serve developer entry points. `make test` is the README's test command and what CI runs.
+SHELL := /bin/bash
+VENV := .venv
+ENGINE_VENV := .venv-engine
+PY := $(VENV)/bin/python
+
+.PHONY: install engine lint test unit bench catalogs
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	touch $@
+
+# The real CPU build of vLLM that the engine tests start (tests/engine/install_engine.sh).
+engine:
+	bash tests/engine/install_engine.sh $(ENGINE_VENV)
+
+lint: install
+	$(VENV)/bin/yamllint -s .
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --profile production site.yml playbooks/
+
+unit: install
+	$(VENV)/bin/pytest -m "not engine and not playbook"
+
+# Everything: install, lint, unit, playbook and real-engine tiers.
+test: install engine lint
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(VENV)/bin/pytest
+
+bench: install
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/bench/validate_bench.py
+
+# Regenerate module_utils/vllm_flags_*.py from each engine version's own parser.
+catalogs: engine
+	bash tools/gen_flag_catalogs.sh

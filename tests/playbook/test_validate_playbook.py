@@ -1,0 +1,131 @@
+"""site.yml stops at validation with a clear report, on inventories that touch no host; vllm_args ad hoc."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.profiles import ROOT, profiles
+
+pytestmark = pytest.mark.playbook
+BIN = Path(sys.executable).parent
+
+
+def run(args, timeout=180, **kw):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", PATH=f"{BIN}:{os.environ['PATH']}")
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def local_inventory(tmp_path, profile_name, overrides=None):
+    """An inventory whose nodes are connection=local names: validation must not contact them anyway."""
+    nodes = profiles()[profile_name]["nodes"]
+    inv = tmp_path / "inventory"
+    (inv / "group_vars").mkdir(parents=True)
+    hosts = {f"node-{i}": {"ansible_connection": "local", "roce_network_address": f"127.0.0.{10 + i}"}
+             for i in range(nodes)}
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {
+        "children": {"spark_nodes": {"hosts": hosts}},
+        "hosts": {"localhost": {"ansible_connection": "local",
+                                "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))
+    group = {"spark_serve_profile": profile_name, "spark_serve_profile_overrides": overrides or {}}
+    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(group))
+    return inv
+
+
+def site_check(tmp_path, profile_name, overrides=None):
+    inv = local_inventory(tmp_path, profile_name, overrides)
+    state = tmp_path / "state"
+    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "-i", str(inv),
+                   "-e", f"spark_serve_controller_dir={state}"])
+    return rc, out, state
+
+
+@pytest.mark.parametrize("name", sorted(profiles()))
+def test_site_check_renders_every_shipped_profile(tmp_path, name):
+    rc, out, state = site_check(tmp_path, name)
+    assert rc == 0, out
+    assert "effective block" in out
+    assert "vllm serve" in out
+    assert not state.exists(), "check mode wrote the rendered arguments"
+
+
+def test_bad_profile_stops_at_validation_with_every_violation(tmp_path):
+    overrides = {"engine": {"mamba_ssm_cache_dtype": "float32", "prefix_cache_retention_interval": 1600,
+                            "speculative_config": {"num_speculative_tokens": 4},
+                            "max_num_seq": 2}}
+    rc, out, state = site_check(tmp_path, "pair", overrides)
+    assert rc != 0
+    assert "engine.prefix_cache_retention_interval=1600" in out
+    assert "1616" in out
+    assert "engine.max_num_seq=2" in out
+    assert "nothing was changed" in out
+    assert not state.exists()
+
+
+def test_schema_error_names_the_path(tmp_path):
+    rc, out, _ = site_check(tmp_path, "single", {"model": {"revision": "main"}, "nodes": 5})
+    assert rc != 0
+    assert "model.revision" in out or "model/revision" in out, out
+    assert "nodes" in out and "5" in out
+
+
+def test_default_inventory_is_the_pair_and_single_swaps_to_tp1(tmp_path):
+    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check",
+                   "-e", f"spark_serve_controller_dir={tmp_path}"])
+    assert rc == 0, out
+    assert "profile pair, rank 1 on spark-b" in out
+    assert "--tensor-parallel-size 2" in out and "--headless" in out
+    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "-i", "inventories/spark-single",
+                   "-e", f"spark_serve_controller_dir={tmp_path}"])
+    assert rc == 0, out
+    assert "profile single, rank 0 on spark-a" in out
+    assert "--tensor-parallel-size 1" in out and "--nnodes" not in out
+
+
+def adhoc(args, *extra):
+    return run([str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-M", "library",
+                "-m", "vllm_args", "-e", f"ansible_python_interpreter={sys.executable}",
+                "-a", json.dumps(args), *extra])
+
+
+TINY = {"model": "tiny", "engine_version": "0.32.0", "platform": "cpu",
+        "model_config": "tests/engine/models/tiny-llama/config.json",
+        "engine": {"max_num_seqs": 4, "enable_prefix_caching": True}}
+
+
+def test_module_runs_ad_hoc_and_fails_with_violations():
+    rc, out = adhoc(TINY)
+    assert rc == 0, out
+    assert '"--max-num-seqs"' in out and '"effective_block": 16' in out
+    rc, out = adhoc(dict(TINY, engine={"max_num_seqs": "x", "no_such_flag": 1}))
+    assert rc != 0
+    assert "engine.max_num_seqs='x'" in out and "engine.no_such_flag=1" in out
+
+
+def test_module_check_mode_and_diff_then_idempotent(tmp_path):
+    dest = tmp_path / "args.json"
+    args = dict(TINY, dest=str(dest))
+    rc, out = adhoc(args, "--check", "--diff")
+    assert rc == 0 and "CHANGED" in out, out
+    assert '+    "--max-num-seqs",' in out
+    assert not dest.exists()
+    rc, out = adhoc(args)
+    assert rc == 0 and "CHANGED" in out and dest.exists()
+    assert json.loads(dest.read_text())["argv"][:3] == ["vllm", "serve", "tiny"]
+    rc, out = adhoc(args)
+    assert rc == 0 and "SUCCESS" in out, out
+    rc, out = adhoc(dict(args, engine={"max_num_seqs": 8}), "--check", "--diff")
+    assert rc == 0 and '-    "4",' in out and '+    "8",' in out
+    assert json.loads(dest.read_text())["argv"].count("4") == 1
+
+
+def test_ansible_doc_renders_the_module_documentation():
+    rc, out = run([str(BIN / "ansible-doc"), "-M", "library", "vllm_args"])
+    assert rc == 0, out
+    assert "effective_block" in out and "model_config" in out

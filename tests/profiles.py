@@ -1,0 +1,50 @@
+"""Load the shipped profiles the way Ansible sees them and map one to vllm_args parameters."""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "schemas" / "profile.schema.json").read_text())
+
+
+def group_vars():
+    data = yaml.safe_load((ROOT / "group_vars" / "all" / "profiles.yml").read_text())
+    # Only the image templates refer to other variables; resolve them like Ansible would.
+    text = json.dumps(data["spark_serve_profiles"])
+    text = re.sub(r"\{\{ (\w+) \}\}", lambda m: str(data[m.group(1)]), text)
+    data["spark_serve_profiles"] = json.loads(text)
+    return data
+
+
+def profiles():
+    return group_vars()["spark_serve_profiles"]
+
+
+def profile(name):
+    return copy.deepcopy(profiles()[name])
+
+
+def vllm_args_params(prof, rank=0, master_addr="192.0.2.10"):
+    """The parameters playbooks/validate.yml passes to vllm_args for one rank."""
+    model_config = json.loads((ROOT / prof["model"]["config"]).read_text())
+    tuned = ROOT / prof["tuned_config_dir"] if "tuned_config_dir" in prof else None
+    return {
+        "engine": prof["engine"],
+        "env": prof.get("env", {}),
+        "engine_version": prof["engine_version"],
+        "platform": prof["platform"],
+        "model": prof["model"]["id"],
+        "revision": prof["model"]["revision"],
+        "model_config": model_config,
+        "nodes": prof["nodes"],
+        "node_rank": rank,
+        "master_addr": master_addr,
+        "extra_args": prof.get("extra_args", []),
+        "moe_table": prof.get("moe_table"),
+        "tuned_config_dir": str(tuned) if tuned else None,
+        "tuned_config_files": sorted(p.name for p in tuned.iterdir()) if tuned and tuned.is_dir() else None,
+    }

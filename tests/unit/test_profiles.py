@@ -1,0 +1,210 @@
+"""Shipped profiles render cleanly; malformed ones are refused with the field named (schema + vllm_args)."""
+
+import copy
+
+import jsonschema
+import pytest
+
+from engine_rules import plan
+from tests.profiles import SCHEMA, profile, profiles, vllm_args_params
+
+
+def schema_errors(prof):
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    return [(".".join(map(str, e.absolute_path)), e.message) for e in validator.iter_errors(prof)]
+
+
+def all_violations(prof, rank=0):
+    """Schema errors, and when the shape is right, every vllm_args violation."""
+    errors = schema_errors(prof)
+    if errors:
+        return [{"field": path or "(profile)", "message": f"{path}: {msg}"} for path, msg in errors]
+    return plan(vllm_args_params(prof, rank=rank))["violations"]
+
+
+@pytest.mark.parametrize("name", sorted(profiles()))
+def test_shipped_profile_is_valid_and_renders(name):
+    prof = profile(name)
+    assert schema_errors(prof) == []
+    for rank in range(prof["nodes"]):
+        result = plan(vllm_args_params(prof, rank=rank))
+        assert result["violations"] == [], result["violations"]
+        assert all(isinstance(token, str) for token in result["argv"])
+        assert result["argv"][:3] == ["vllm", "serve", prof["model"]["id"]]
+        assert all(isinstance(v, str) for v in result["env"].values())
+        assert isinstance(result["effective_block"], int)
+
+
+def test_pair_renders_rank_arguments_and_allocator_from_one_value():
+    prof = profile("pair")
+    head = plan(vllm_args_params(prof, rank=0, master_addr="192.0.2.10"))
+    worker = plan(vllm_args_params(prof, rank=1, master_addr="192.0.2.10"))
+    for result in (head, worker):
+        argv = result["argv"]
+        assert argv[argv.index("--nnodes") + 1] == "2"
+        assert argv[argv.index("--master-addr") + 1] == "192.0.2.10"
+        assert result["env"]["PYTORCH_ALLOC_CONF"] == "per_process_memory_fraction:0.7"
+        assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.7"
+    assert "--headless" not in head["argv"] and "--headless" in worker["argv"]
+    assert worker["argv"][worker["argv"].index("--node-rank") + 1] == "1"
+
+
+def test_false_booleans_use_the_versions_negative_spelling():
+    prof = profile("no-prefix")
+    argv = plan(vllm_args_params(prof))["argv"]
+    assert "--no-enable-prefix-caching" in argv
+    assert "--enable-prefix-caching" not in argv
+
+
+def test_seed_000_retention_1600_after_mtp4_is_caught_with_block_and_nearest_values():
+    prof = profile("pair")
+    prof["engine"].update(mamba_ssm_cache_dtype="float32", prefix_cache_retention_interval=1600)
+    prof["engine"]["speculative_config"]["num_speculative_tokens"] = 3
+    assert plan(vllm_args_params(prof))["violations"] == [], "1600 fits the FP32/MTP3 block"
+    prof["engine"]["speculative_config"]["num_speculative_tokens"] = 4
+    violations = plan(vllm_args_params(prof))["violations"]
+    assert [v["rule"] for v in violations] == ["retention-multiple-of-block"]
+    message = violations[0]["message"]
+    assert "engine.prefix_cache_retention_interval=1600" in message
+    assert "1616" in message
+    assert "nearest valid values: 1616" in message
+
+
+def test_every_violation_is_listed_at_once():
+    prof = profile("pair")
+    prof["engine"]["max_num_seq"] = 2
+    prof["engine"]["prefix_cache_retention_interval"] = 1000
+    prof["env"]["PYTORCH_ALLOC_CONF"] = "per_process_memory_fraction:0.9"
+    fields = {v["field"] for v in all_violations(prof)}
+    assert fields == {"engine.max_num_seq", "engine.prefix_cache_retention_interval", "env.PYTORCH_ALLOC_CONF"}
+
+
+def set_in(path, value):
+    def mutate(prof):
+        node = prof
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    return mutate
+
+
+def drop(path):
+    def mutate(prof):
+        node = prof
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node[key]
+        del node[keys[-1]]
+    return mutate
+
+
+def extra(*args):
+    def mutate(prof):
+        prof["extra_args"] = list(args)
+    return mutate
+
+
+def both(*mutations):
+    def mutate(prof):
+        for m in mutations:
+            m(prof)
+    return mutate
+
+
+# (id, base profile, mutation, field the message must name, text the message must contain)
+MALFORMED = [
+    ("engine-version-type", "pair", set_in("engine_version", 33), "engine_version", "string"),
+    ("missing-revision", "pair", drop("model.revision"), "model", "revision"),
+    ("revision-is-branch", "pair", set_in("model.revision", "main"), "model.revision", "does not match"),
+    ("tag-without-digest", "single", set_in("image.digest", "latest"), "image.digest", "does not match"),
+    ("image-name-with-digest", "single", set_in("image.name", "repo@sha256:abc"), "image.name", "does not match"),
+    ("three-nodes", "pair", set_in("nodes", 3), "nodes", "maximum"),
+    ("unknown-platform", "single", set_in("platform", "h100"), "platform", "h100"),
+    ("unknown-top-level-key", "single", set_in("engin", {}), "(profile)", "engin"),
+    ("util-above-one", "single", set_in("engine.gpu_memory_utilization", 1.5), "engine.gpu_memory_utilization",
+     "1.5"),
+    ("seqs-not-int", "single", set_in("engine.max_num_seqs", "two"), "engine.max_num_seqs", "two"),
+    ("prefix-caching-string", "single", set_in("engine.enable_prefix_caching", "yes"),
+     "engine.enable_prefix_caching", "yes"),
+    ("env-value-mapping", "single", set_in("env.NCCL_DEBUG", {"level": "INFO"}), "env.NCCL_DEBUG", "level"),
+    ("unknown-flag", "single", set_in("engine.max_num_seq", 4), "engine.max_num_seq", "max_num_seqs"),
+    ("bad-choice", "single", set_in("engine.kv_cache_dtype", "fp9"), "engine.kv_cache_dtype", "one of"),
+    ("bad-int", "single", set_in("engine.max_num_partial_prefills", "several"),
+     "engine.max_num_partial_prefills", "integer"),
+    ("bool-flag-as-number", "single", set_in("engine.enable_chunked_prefill", 1), "engine.enable_chunked_prefill",
+     "true or false"),
+    ("spec-config-unknown-key", "pair", set_in("engine.speculative_config.num_spec_tokens", 3),
+     "engine.speculative_config.num_spec_tokens", "num_speculative_tokens"),
+    ("spec-config-bad-method", "pair", set_in("engine.speculative_config.method", "medusa2"),
+     "engine.speculative_config.method", "one of"),
+    ("spec-tokens-zero", "single", set_in("engine.speculative_config.num_speculative_tokens", 0),
+     "engine.speculative_config.num_speculative_tokens", "positive"),
+    ("draft-tp-three", "pair", set_in("engine.speculative_config.draft_tensor_parallel_size", 3),
+     "engine.speculative_config.draft_tensor_parallel_size", "1 or tensor_parallel_size"),
+    ("cudagraph-mode-choice", "pair", set_in("engine.compilation_config.cudagraph_mode", "FULL_ALWAYS"),
+     "engine.compilation_config.cudagraph_mode", "one of"),
+    ("engram-unknown-key", "pair", set_in("engine.engram_config.offload_cpu", False),
+     "engine.engram_config.offload_cpu", "cpu_offload"),
+    ("retention-not-multiple", "pair", set_in("engine.prefix_cache_retention_interval", 800),
+     "engine.prefix_cache_retention_interval", "nearest valid values"),
+    ("retention-on-non-hybrid", "testbed", set_in("engine.prefix_cache_retention_interval", 128),
+     "engine.prefix_cache_retention_interval", "none"),
+    ("allocator-mismatch", "single-throughput", set_in("env.PYTORCH_ALLOC_CONF", "per_process_memory_fraction:0.72"),
+     "env.PYTORCH_ALLOC_CONF", "0.822"),
+    ("cuda-allocator-mismatch", "single", set_in("env.PYTORCH_CUDA_ALLOC_CONF",
+                                                 "expandable_segments:True,per_process_memory_fraction:0.9"),
+     "env.PYTORCH_CUDA_ALLOC_CONF", "0.8"),
+    ("allocator-unknown-key", "single", set_in("env.PYTORCH_ALLOC_CONF", "expandable_segment:True"),
+     "env.PYTORCH_ALLOC_CONF", "expandable_segment"),
+    ("duplicate-through-extra-args", "single", extra("--mamba-cache-mode", "none"), "extra_args[0]",
+     "engine.mamba_cache_mode"),
+    ("duplicate-through-alias", "single", extra("-tp", "1"), "extra_args[0]", "engine.tensor_parallel_size"),
+    ("duplicate-inside-extra-args", "baseline", extra("--max-num-partial-prefills", "2",
+                                                      "--max-num-partial-prefills=4"),
+     "extra_args[2]", "extra_args[0]"),
+    ("unknown-extra-flag", "single", extra("--turbo"), "extra_args[0]", "turbo"),
+    ("tp-mismatch-pair", "pair", set_in("engine.tensor_parallel_size", 1), "engine.tensor_parallel_size",
+     "nodes x GPUs"),
+    ("tp-mismatch-single", "single", set_in("engine.tensor_parallel_size", 2), "engine.tensor_parallel_size",
+     "nodes x GPUs"),
+    ("seqs-above-batched", "single", set_in("engine.max_num_seqs", 4096), "engine.max_num_seqs",
+     "max_num_batched_tokens"),
+    ("max-len-above-model", "single", set_in("engine.max_model_len", 300000), "engine.max_model_len", "262144"),
+    ("long-prefill-above-max-len", "baseline", set_in("engine.long_prefill_token_threshold", 40000),
+     "engine.long_prefill_token_threshold", "32768"),
+    ("moe-table-missing", "pair", set_in("tuned_config_dir", "schemas"), "tuned_config_dir",
+     "E=512,N=320,device_name=NVIDIA_GB10.json"),
+    ("api-key-in-env", "single", set_in("env.VLLM_API_KEY", "sk-secret"), "env.VLLM_API_KEY", "api_key_file"),
+    ("api-key-in-argv", "single", set_in("engine.api_key", "sk-secret"), "engine.api_key", "api_key_file"),
+    ("rank-arg-in-profile", "pair", set_in("engine.node_rank", 1), "engine.node_rank", "inventory"),
+    ("unsupported-engine-version", "single", set_in("engine_version", "0.31.0"), "engine_version", "0.33"),
+    ("mtp-prefix-on-cpu-hybrid", "testbed", both(
+        set_in("model.config", "tests/engine/models/tiny-qwen3-next/config.json"),
+        set_in("engine.speculative_config", {"method": "mtp", "num_speculative_tokens": 1})),
+     "engine.speculative_config", "CPU build"),
+]
+
+
+@pytest.mark.parametrize("case_id,base,mutate,field,text", MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_malformed_profile_is_refused_naming_the_field(case_id, base, mutate, field, text):
+    prof = profile(base)
+    mutate(prof)
+    violations = all_violations(prof)
+    assert violations, f"{case_id}: accepted"
+    named = [v for v in violations if v["field"] == field]
+    assert named, f"{case_id}: no violation names {field}: {violations}"
+    assert any(text in v["message"] for v in named), named
+    assert "sk-secret" not in repr(violations), "the secret value leaked into a message"
+
+
+def test_malformed_table_is_large_enough():
+    assert len(MALFORMED) >= 20
+    assert len({c[0] for c in MALFORMED}) == len(MALFORMED)
+
+
+def test_a_profile_change_does_not_mutate_the_shipped_one():
+    before = copy.deepcopy(profiles())
+    prof = profile("pair")
+    prof["engine"]["max_num_seqs"] = 99
+    assert profiles() == before
