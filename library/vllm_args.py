@@ -236,6 +236,8 @@ def main():
 
     result = plan(params)
     violations = result.pop("violations")
+    for warning in result.pop("warnings"):
+        module.warn(warning)  # Ansible returns them as the result's `warnings`
     if violations:
         lines = "\n".join(f"- {v['message']} [rule: {v['rule']}]" for v in violations)
         module.fail_json(msg=f"{len(violations)} violation(s) in the vLLM engine profile; nothing was "

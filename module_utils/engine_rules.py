@@ -70,11 +70,24 @@ class Renderer:
         self.violations = []
         self.seen = {}  # dest -> field that set it
 
+    def dest_for_option(self, option):
+        """The dest an option string sets, as vLLM's parser resolves it: underscores are dashes, and a
+        unique prefix of a long option is that option (argparse allow_abbrev)."""
+        if option in self.by_option:
+            return self.by_option[option]
+        if not option.startswith("--"):
+            return None
+        option = "--" + option[2:].replace("_", "-")
+        if option in self.by_option:
+            return self.by_option[option]
+        matches = [o for o in self.by_option if o.startswith(option)]
+        return self.by_option[matches[0]] if len(matches) == 1 else None
+
     def dest_for_key(self, key):
         """An engine mapping key: a vLLM dest (`max_num_seqs`) or a flag spelling (`max-num-seqs`)."""
         if key in self.flags:
             return key
-        for spelling in (key, "--" + key, "-" + key, "--" + key.replace("_", "-")):
+        for spelling in ("--" + key.replace("_", "-"), "-" + key):
             if spelling in self.by_option:
                 return self.by_option[spelling]
         return None
@@ -121,7 +134,7 @@ class Renderer:
                                                  "expected an option starting with '-'"))
                 i += 1
                 continue
-            dest = self.by_option.get(option)
+            dest = self.dest_for_option(option)
             if dest is None:
                 self.unknown(item_field, token, option.lstrip("-").replace("-", "_"))
                 i += 1
@@ -158,11 +171,14 @@ def render_value(spec, value):
             return [], f"must be true or false, got {type(value).__name__}"
         if value == spec.get("store", True):
             return [option or spec["negatives"][0]], None
-        negatives = sorted(spec["negatives"], key=lambda o: not o.startswith("--no-"))
+        # The spelling this version shows in --help (0.33: --disable-X; up to 0.32: --no-X).
+        negatives = sorted(spec["negatives"], key=lambda o: o in spec.get("hidden", []))
         # store_true flag set to false (or store_false set to true) is the default: nothing to render.
         return ([negatives[0]] if negatives else []), None
     if value is None:
-        if spec.get("default", "unset") is None or spec.get("optional"):
+        if spec.get("default", "unset") is None:
+            return [], None  # None is the engine default: same as not rendering the flag
+        if spec.get("accepts_none"):
             return [option, "None"], None
         return [], "does not accept None"
     if kind == "json":
@@ -328,12 +344,12 @@ class Plan:
         extra = list(self.p.get("extra_args") or [])
         for i, token in enumerate(extra):
             option, _, inline = str(token).partition("=")
-            dest = renderer.by_option.get(option)
+            dest = renderer.dest_for_option(option)
             if not dest:
                 continue
             spec = renderer.flags[dest]
             if spec["kind"] == "bool":
-                values[dest] = option in spec["options"]
+                values[dest] = renderer.by_option.get(option) == dest and option not in spec["negatives"]
             elif inline or i + 1 < len(extra):
                 raw = inline or str(extra[i + 1])
                 values[dest] = coerce(spec["kind"], raw)
@@ -445,7 +461,7 @@ class Plan:
 
     def check_moe_table(self, model_config, values):
         table = self.p.get("moe_table")
-        if not table:
+        if table is None:
             return None
         cfg = model_text_config(model_config)
         experts = cfg.get("num_experts") or cfg.get("n_routed_experts")

@@ -2,22 +2,28 @@
 
 import copy
 import json
-import re
 from pathlib import Path
 
+import jinja2
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "schemas" / "profile.schema.json").read_text())
 
 
+def render(value, env=jinja2.Environment()):
+    """Template strings rendered like Ansible does with no inventory overrides (defaults apply)."""
+    if isinstance(value, dict):
+        return {k: render(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render(v) for v in value]
+    if isinstance(value, str) and "{{" in value:
+        return env.from_string(value).render()
+    return value
+
+
 def group_vars():
-    data = yaml.safe_load((ROOT / "group_vars" / "all" / "profiles.yml").read_text())
-    # Only the image templates refer to other variables; resolve them like Ansible would.
-    text = json.dumps(data["spark_serve_profiles"])
-    text = re.sub(r"\{\{ (\w+) \}\}", lambda m: str(data[m.group(1)]), text)
-    data["spark_serve_profiles"] = json.loads(text)
-    return data
+    return render(yaml.safe_load((ROOT / "group_vars" / "all" / "profiles.yml").read_text()))
 
 
 def profiles():

@@ -102,7 +102,7 @@ TINY = {"model": "tiny", "engine_version": "0.32.0", "platform": "cpu",
 def test_module_runs_ad_hoc_and_fails_with_violations():
     rc, out = adhoc(TINY)
     assert rc == 0, out
-    assert '"--max-num-seqs"' in out and '"effective_block": 16' in out
+    assert '"--max-num-seqs"' in out and '"effective_block": 128' in out
     rc, out = adhoc(dict(TINY, engine={"max_num_seqs": "x", "no_such_flag": 1}))
     assert rc != 0
     assert "engine.max_num_seqs='x'" in out and "engine.no_such_flag=1" in out
@@ -120,8 +120,8 @@ def test_module_check_mode_and_diff_then_idempotent(tmp_path):
     assert json.loads(dest.read_text())["argv"][:3] == ["vllm", "serve", "tiny"]
     rc, out = adhoc(args)
     assert rc == 0 and "SUCCESS" in out, out
-    rc, out = adhoc(dict(args, engine={"max_num_seqs": 8}), "--check", "--diff")
-    assert rc == 0 and '-    "4",' in out and '+    "8",' in out
+    rc, out = adhoc(dict(args, engine=dict(TINY["engine"], max_num_seqs=8)), "--check", "--diff")
+    assert rc == 0 and "-    \"4\",\n+    \"8\"," in out
     assert json.loads(dest.read_text())["argv"].count("4") == 1
 
 

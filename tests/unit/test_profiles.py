@@ -51,9 +51,21 @@ def test_pair_renders_rank_arguments_and_allocator_from_one_value():
 
 def test_false_booleans_use_the_versions_negative_spelling():
     prof = profile("no-prefix")
-    argv = plan(vllm_args_params(prof))["argv"]
-    assert "--no-enable-prefix-caching" in argv
-    assert "--enable-prefix-caching" not in argv
+    argv = plan(vllm_args_params(prof))["argv"]  # 0.33: --disable-X is the documented spelling
+    assert "--disable-prefix-caching" in argv and "--enable-prefix-caching" not in argv
+    prof["engine_version"] = "0.30.0"
+    argv = plan(vllm_args_params(prof))["argv"]  # up to 0.32 only --no-X exists
+    assert "--no-enable-prefix-caching" in argv and "--disable-prefix-caching" not in argv
+    prof["extra_args"] = ["--disable-log-stats", "--disable-prefix-caching"]
+    rules = {v["field"]: v["rule"] for v in plan(vllm_args_params(prof))["violations"]}
+    assert rules == {"extra_args[1]": "unknown-flag"}
+
+
+def test_underscore_and_abbreviated_options_count_as_the_same_flag():
+    prof = profile("single")
+    prof["extra_args"] = ["--max_num_seqs", "2", "--max-num-batched", "1024"]
+    fields = {v["field"] for v in plan(vllm_args_params(prof))["violations"]}
+    assert fields == {"extra_args[0]", "extra_args[2]"}
 
 
 def test_seed_000_retention_1600_after_mtp4_is_caught_with_block_and_nearest_values():
@@ -129,9 +141,9 @@ MALFORMED = [
      "engine.enable_prefix_caching", "yes"),
     ("env-value-mapping", "single", set_in("env.NCCL_DEBUG", {"level": "INFO"}), "env.NCCL_DEBUG", "level"),
     ("unknown-flag", "single", set_in("engine.max_num_seq", 4), "engine.max_num_seq", "max_num_seqs"),
-    ("bad-choice", "single", set_in("engine.kv_cache_dtype", "fp9"), "engine.kv_cache_dtype", "one of"),
-    ("bad-int", "single", set_in("engine.max_num_partial_prefills", "several"),
-     "engine.max_num_partial_prefills", "integer"),
+    ("bad-choice", "single", set_in("engine.mamba_ssm_cache_dtype", "fp9"), "engine.mamba_ssm_cache_dtype", "one of"),
+    ("bad-int", "single", set_in("engine.max_logprobs", "several"),
+     "engine.max_logprobs", "integer"),
     ("bool-flag-as-number", "single", set_in("engine.enable_chunked_prefill", 1), "engine.enable_chunked_prefill",
      "true or false"),
     ("spec-config-unknown-key", "pair", set_in("engine.speculative_config.num_spec_tokens", 3),
@@ -160,8 +172,8 @@ MALFORMED = [
     ("duplicate-through-extra-args", "single", extra("--mamba-cache-mode", "none"), "extra_args[0]",
      "engine.mamba_cache_mode"),
     ("duplicate-through-alias", "single", extra("-tp", "1"), "extra_args[0]", "engine.tensor_parallel_size"),
-    ("duplicate-inside-extra-args", "baseline", extra("--max-num-partial-prefills", "2",
-                                                      "--max-num-partial-prefills=4"),
+    ("duplicate-inside-extra-args", "baseline", extra("--max-logprobs", "2",
+                                                      "--max-logprobs=4"),
      "extra_args[2]", "extra_args[0]"),
     ("unknown-extra-flag", "single", extra("--turbo"), "extra_args[0]", "turbo"),
     ("tp-mismatch-pair", "pair", set_in("engine.tensor_parallel_size", 1), "engine.tensor_parallel_size",
