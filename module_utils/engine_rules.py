@@ -349,7 +349,8 @@ class Plan:
                 continue
             spec = renderer.flags[dest]
             if spec["kind"] == "bool":
-                values[dest] = renderer.by_option.get(option) == dest and option not in spec["negatives"]
+                stored = spec.get("store", True)
+                values[dest] = stored if option not in spec["negatives"] else not stored
             elif inline or i + 1 < len(extra):
                 raw = inline or str(extra[i + 1])
                 values[dest] = coerce(spec["kind"], raw)
@@ -450,7 +451,7 @@ class Plan:
                         self.fail(f"engine.{dest}.{key}", config[key], "json-unknown-key",
                                   f"vLLM {catalog['ENGINE_VERSION']} {dest} has no key '{key}'{hint}")
             for key, choices in (spec.get("json_choices") or {}).items():
-                if key in config and config[key] is not None and str(config[key]) not in choices:
+                if key in config and config[key] is not None and not in_choices(config[key], choices):
                     self.fail(f"engine.{dest}.{key}", config[key], "json-choice", f"must be one of {choices}")
         spec_cfg = values.get("speculative_config")
         if isinstance(spec_cfg, dict):
@@ -554,6 +555,13 @@ def coerce(kind, raw):
     except ValueError:
         return raw
     return raw
+
+
+def in_choices(value, choices):
+    """Enum-backed choices (upper-case member names) match case-insensitively, as vLLM parses them."""
+    if all(str(c).isupper() for c in choices):
+        return str(value).upper() in choices
+    return str(value) in choices
 
 
 def is_int(value):
