@@ -49,6 +49,7 @@ SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 API_KEY_FILE_ENV = "SPARK_SERVE_API_KEY_FILE"
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's CacheConfig default
+WHEN = {"startup": "at startup", "load": "while loading the model", "after_load": "only after the model load"}
 
 
 def violation(field, value, rule, message):
@@ -367,25 +368,30 @@ class Plan:
         except ValueError as err:
             self.fail("model_config", model_config.get("model_type"), "block-prediction", str(err))
             return None
-        retention = values.get("prefix_cache_retention_interval", 0)
+        for error in block.get("errors", []):
+            field = error.get("field", "engine")
+            if field == "engine.prefix_cache_retention_interval":
+                self.fail_retention(block, model_config, values[field.split(".", 1)[1]], version)
+                continue
+            self.fail(field, lookup(values, model_config, field), f"engine-fails-{error['when'].replace('_', '-')}",
+                      f"vLLM {version} would refuse this {WHEN[error['when']]}: {error['message']}")
+        return block
+
+    def fail_retention(self, block, model_config, retention, version):
         field = "engine.prefix_cache_retention_interval"
-        if retention in (0, None):
-            return block
-        if not isinstance(retention, int) or isinstance(retention, bool) or retention < 0:
-            self.fail(field, retention, "retention-interval", "must be 0, None or a positive integer")
-        elif not block.get("has_mamba_or_sliding_window"):
+        if not block.get("has_mamba_or_sliding_window"):
             self.fail(field, retention, "retention-needs-state",
                       f"non-zero retention applies only to Mamba/sliding-window caches and model type "
                       f"{model_config.get('model_type')!r} has none; use 0")
-        elif retention % block["scheduler_block"]:
-            step = block["scheduler_block"]
-            lower = retention // step * step
-            near = [v for v in (lower, lower + step) if v > 0]
+        elif block["retention"].get("nearest_valid") is None:
+            self.fail(field, retention, "retention-interval", "must be 0, None or a positive integer")
+        else:
+            near = ", ".join(map(str, block["retention"]["nearest_valid"]))
             self.fail(field, retention, "retention-multiple-of-block",
                       f"must be a multiple of the scheduler block, which vLLM {version} will compute as "
-                      f"{step} tokens for this profile (effective block {block['effective_block']}); "
-                      f"nearest valid values: {', '.join(map(str, near))} (or 0)")
-        return block
+                      f"{block['scheduler_block']} tokens for this profile (effective block "
+                      f"{block['effective_block']}); nearest valid values: {near} (or 0); the engine would "
+                      "fail only after the model load")
 
     def check_parallel(self, model_config, values, platform, nodes):
         tp = values.get("tensor_parallel_size", 1)
@@ -562,6 +568,15 @@ def in_choices(value, choices):
     if all(str(c).isupper() for c in choices):
         return str(value).upper() in choices
     return str(value) in choices
+
+
+def lookup(values, model_config, field):
+    """The profile value a dotted field names (engine.* from the engine values, model_config.* from the model)."""
+    head, _, path = field.partition(".")
+    node = values if head == "engine" else model_config if head == "model_config" else {}
+    for key in path.split(".") if path else []:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def is_int(value):

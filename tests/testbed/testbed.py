@@ -1,0 +1,263 @@
+"""The two-node test bed: Docker-in-Docker nodes with sshd, a registry and a services host, on one machine.
+
+    python tests/testbed/testbed.py up [--nodes 2]   # start dockerd if needed, build images (cached), start
+    python tests/testbed/testbed.py down             # remove containers and network (volumes kept: --purge)
+    python tests/testbed/testbed.py status
+
+Everything lives on the docker network 10.253.0.0/24 (explicit subnet; inner daemons and the host daemon
+get their own explicit ranges inside 10.253.0.0/16). Ansible reaches the nodes over SSH with a key
+generated into .testbed/, exactly like real Sparks. Stand-ins for what cannot exist here (NVIDIA driver,
+container toolkit, CX-7 RDMA device, model hub) are built by tests/testbed/standins.py and are never part
+of a role.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+STATE = ROOT / ".testbed"
+PREFIX = "spark-serve-tb"
+NETWORK = f"{PREFIX}-net"
+SUBNET, GATEWAY = "10.253.0.0/24", "10.253.0.1"
+REGISTRY_IP, SERVICES_IP = "10.253.0.2", "10.253.0.3"
+NODE_IPS = ["10.253.0.10", "10.253.0.11"]
+REGISTRY = f"{REGISTRY_IP}:5000"
+HOST_DOCKERD_ARGS = ["--bip", "10.253.250.1/24", "--default-address-pool", "base=10.253.192.0/19,size=24"]
+SUITE = "trixie"  # Compose v2 (docker-compose 2.26) and docker.io 26, like DGX OS
+NODE_PACKAGES = [
+    "python3", "python3-apt", "openssh-server", "sudo", "docker.io", "docker-cli", "docker-compose", "docker-registry",
+    "iproute2", "iputils-ping", "rsync", "ca-certificates", "procps", "curl", "gnupg", "tini", "less",
+]
+# `--privileged` fails here (no CAP_SYS_RESOURCE in the host's bounding set): emulate it.
+NODE_RUN_OPTS = [
+    "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
+    "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
+    "--device-cgroup-rule", "a *:* rwm", "--cgroupns", "host", "--tmpfs", "/run", "--tmpfs", "/tmp",
+    "--shm-size", "2g",
+]
+# Debian's /etc/init.d/docker raises rlimits, which a node without CAP_SYS_RESOURCE cannot: let it go on.
+INIT_SCRIPT_PATCH = r"s/^\(\s*ulimit -[npu] [0-9a-z]*\)$/\1 2>\/dev\/null || true/"
+
+
+def log(msg):
+    print(f"[testbed] {msg}", flush=True)
+
+
+def sh(args, check=True, capture=True, timeout=600, **kw):
+    proc = subprocess.run(args, capture_output=capture, text=True, timeout=timeout, **kw)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"[testbed] {' '.join(map(str, args))} failed ({proc.returncode}):\n"
+                         f"{(proc.stdout or '')[-3000:]}{(proc.stderr or '')[-3000:]}")
+    return proc
+
+
+def docker(*args, **kw):
+    return sh(["docker", *args], **kw)
+
+
+def wait_for(what, probe, timeout_s, interval_s=0.5):
+    deadline = time.monotonic() + timeout_s
+    for _ in range(int(timeout_s / interval_s) + 1):
+        if probe():
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(interval_s)
+    raise SystemExit(f"[testbed] timed out after {timeout_s}s waiting for {what}")
+
+
+def ensure_dockerd():
+    if docker("info", check=False, timeout=20).returncode == 0:
+        return
+    log("starting dockerd (none running)")
+    STATE.mkdir(exist_ok=True)
+    with open(STATE / "dockerd.log", "ab") as out:
+        subprocess.Popen(["dockerd", *HOST_DOCKERD_ARGS], stdout=out, stderr=out, start_new_session=True)
+    wait_for("dockerd", lambda: docker("info", check=False, timeout=20).returncode == 0, 60)
+
+
+def apt_mirror():
+    """The Debian mirror apt already uses on this machine (never hard-coded)."""
+    for path in sorted(Path("/etc/apt").glob("sources.list.d/*.sources")):
+        for line in path.read_text().splitlines():
+            if line.startswith("URIs:") and "security" not in line:
+                return line.split()[1]
+    for line in Path("/etc/apt/sources.list").read_text().splitlines():
+        if line.startswith("deb ") and "security" not in line:
+            return line.split()[1]
+    raise SystemExit("[testbed] no Debian mirror found in /etc/apt")
+
+
+def content_tag(*parts):
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else str(part).encode())
+    return digest.hexdigest()[:12]
+
+
+def image_exists(ref):
+    return docker("image", "inspect", ref, check=False).returncode == 0
+
+
+def build_node_image():
+    entrypoint = (HERE / "node-entrypoint.sh").read_bytes()
+    tag = f"{PREFIX}/node:{content_tag(SUITE, ' '.join(NODE_PACKAGES), entrypoint, INIT_SCRIPT_PATCH)}"
+    if image_exists(tag):
+        return tag
+    log(f"building node image {tag} with debootstrap ({SUITE}); ~2-3 min once, cached by content")
+    with tempfile.TemporaryDirectory(prefix="tb-rootfs-") as rootfs:
+        sh(["debootstrap", "--variant=minbase", f"--include={','.join(NODE_PACKAGES)}",
+            "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg", SUITE, rootfs, apt_mirror()],
+           timeout=1500)
+        root = Path(rootfs)
+        sh(["sed", "-i", INIT_SCRIPT_PATCH, str(root / "etc/init.d/docker")])
+        shutil.copy(HERE / "node-entrypoint.sh", root / "usr/local/sbin/testbed-entrypoint")
+        os.chmod(root / "usr/local/sbin/testbed-entrypoint", 0o755)
+        (root / "etc/ssh/sshd_config.d/testbed.conf").write_text(
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n")
+        for key in root.glob("etc/ssh/ssh_host_*"):
+            key.unlink()  # every node generates its own host keys at start
+        shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
+        (root / "var/cache/apt/archives/partial").mkdir(parents=True)
+        tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
+        sh(["docker", "import", "--change", 'ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/sbin/testbed-entrypoint"]',
+            "-", tag], stdin=tar.stdout, timeout=600)
+        tar.wait(timeout=60)
+    return tag
+
+
+def ensure_network():
+    if docker("network", "inspect", NETWORK, check=False).returncode != 0:
+        docker("network", "create", "--subnet", SUBNET, "--gateway", GATEWAY, NETWORK)
+
+
+def ssh_key():
+    key = STATE / "id_ed25519"
+    if not key.exists():
+        STATE.mkdir(exist_ok=True)
+        sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "spark-serve-testbed", "-f", str(key)])
+    return key
+
+
+def container_state(name):
+    proc = docker("inspect", "-f", "{{.State.Status}}", name, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def run_container(name, image, args, cmd=()):
+    if container_state(name) == "running":
+        return
+    if container_state(name):
+        docker("rm", "-f", name)
+    docker("run", "-d", "--name", name, "--label", f"{PREFIX}=1", "--network", NETWORK, *args, image, *cmd)
+
+
+def inner_daemon_json(index):
+    return {
+        "bip": f"10.253.{10 + index}.1/24",
+        "default-address-pools": [{"base": f"10.253.{64 + 16 * index}.0/20", "size": 24}],
+        "insecure-registries": [REGISTRY],
+        "storage-driver": "overlay2",
+    }
+
+
+def start_node(index, image, pubkey):
+    name = f"{PREFIX}-node-{index}"
+    daemon = STATE / f"node-{index}-daemon.json"
+    daemon.write_text(json.dumps(inner_daemon_json(index), indent=2) + "\n")
+    run_container(name, image, [
+        "--hostname", f"node-{index}", "--ip", NODE_IPS[index], *NODE_RUN_OPTS,
+        "-v", f"{PREFIX}-node-{index}-docker:/var/lib/docker",
+        "-e", f"TESTBED_AUTHORIZED_KEY={pubkey}",
+        "-e", f"TESTBED_DAEMON_JSON={daemon.read_text()}",
+    ])
+    return name
+
+
+REGISTRY_CONFIG = """version: 0.1
+storage:
+  filesystem: {rootdirectory: /var/lib/docker-registry}
+  delete: {enabled: true}
+http:
+  addr: :5000
+"""
+
+
+def start_registry(image):
+    """Debian's docker-registry (distribution 2.8), without the package's default htpasswd auth."""
+    config = STATE / "registry.yml"
+    config.write_text(REGISTRY_CONFIG)
+    run_container(f"{PREFIX}-registry", image, [
+        "--ip", REGISTRY_IP, "-p", "127.0.0.1:5000:5000", "-v", f"{PREFIX}-registry:/var/lib/docker-registry",
+        "-v", f"{config}:/etc/spark-testbed/registry.yml:ro", "--entrypoint", "/usr/bin/docker-registry"],
+        ["serve", "/etc/spark-testbed/registry.yml"])
+
+
+def node_ready(name):
+    probe = docker("exec", name, "sh", "-c", "docker info >/dev/null 2>&1 && pgrep -x sshd >/dev/null",
+                   check=False, timeout=30)
+    return probe.returncode == 0
+
+
+def up(nodes):
+    ensure_dockerd()
+    image = build_node_image()
+    ensure_network()
+    key = ssh_key()
+    pubkey = key.with_suffix(".pub").read_text().strip()
+    start_registry(image)
+    names = [start_node(i, image, pubkey) for i in range(nodes)]
+    for name in names:
+        wait_for(f"{name} (sshd + docker)", lambda n=name: node_ready(n), 90)
+    wait_for("registry", lambda: sh(["curl", "-sf", "http://127.0.0.1:5000/v2/"], check=False).returncode == 0, 30)
+    (STATE / "image").write_text(image + "\n")
+    log(f"up: {', '.join(f'{n} {NODE_IPS[i]}' for i, n in enumerate(names))}; registry {REGISTRY} "
+        "(127.0.0.1:5000 from the host)")
+
+
+def down(purge=False):
+    if docker("info", check=False, timeout=20).returncode != 0:
+        return
+    ids = docker("ps", "-aq", "--filter", f"label={PREFIX}=1").stdout.split()
+    if ids:
+        docker("rm", "-f", *ids, timeout=120)
+    docker("network", "rm", NETWORK, check=False)
+    if purge:
+        vols = [v for v in docker("volume", "ls", "-q").stdout.split() if v.startswith(PREFIX)]
+        if vols:
+            docker("volume", "rm", *vols)
+    log("down" + (" (volumes purged)" if purge else ""))
+
+
+def status():
+    docker("ps", "-a", "--filter", f"label={PREFIX}=1", capture=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up_p = sub.add_parser("up")
+    up_p.add_argument("--nodes", type=int, default=2, choices=[1, 2])
+    down_p = sub.add_parser("down")
+    down_p.add_argument("--purge", action="store_true", help="also remove node and registry volumes")
+    sub.add_parser("status")
+    args = parser.parse_args()
+    if args.cmd == "up":
+        up(args.nodes)
+    elif args.cmd == "down":
+        down(args.purge)
+    else:
+        status()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
