@@ -19,7 +19,7 @@ engine:
 
 lint: install
 	$(VENV)/bin/yamllint -s .
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --profile production site.yml playbooks/
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 
 unit: install
 	$(VENV)/bin/pytest -m "not engine and not playbook"

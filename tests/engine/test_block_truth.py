@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE.parents[1] / "module_utils"))
 sys.path.insert(0, str(HERE))
 
 from engine_proc import capture_line, engine_available  # noqa: E402
+from engine_rules import plan  # noqa: E402
 from hybrid_block import predict_block  # noqa: E402
 
 pytestmark = pytest.mark.engine
@@ -57,23 +58,17 @@ CASES = [
 ]
 
 
-def cli(engine):
-    args = []
-    for key, value in engine.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            args.append(flag if value else "--no-" + key.replace("_", "-"))
-        elif isinstance(value, dict):
-            args += [flag, json.dumps(value)]
-        else:
-            args += [flag, str(value)]
-    return args
+def cli(engine, cfg):
+    """The flags vllm_args renders for these engine arguments (argv after `vllm serve MODEL`)."""
+    rendered = plan({"engine": engine, "model": "m", "model_config": cfg, "platform": "cpu",
+                     "engine_version": ENGINE_VERSION})
+    return rendered["argv"][3:]
 
 
 @pytest.fixture(scope="module")
 def engine_ready():
     if not engine_available():
-        pytest.skip("engine venv missing or `import vllm` fails: run tests/engine/install_engine.sh")
+        pytest.fail("engine venv missing or `import vllm` fails: run tests/engine/install_engine.sh (make engine)")
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +94,7 @@ def test_predicted_block_matches_engine_log(engine_ready, model_dirs, tmp_path, 
     assert predicted["effective_block"] == hand, predicted["steps"]
     assert predicted["logged_block"] == hand, "every case is chosen so that the engine logs the line"
 
-    result = capture_line(model_dir, COMMON_ARGS + cli(engine), BLOCK_LINE, timeout=START_TIMEOUT,
+    result = capture_line(model_dir, COMMON_ARGS + cli(engine, cfg), BLOCK_LINE, timeout=START_TIMEOUT,
                           log_path=tmp_path / "engine.log", grace=5.0)
     logged = int(result.group(1))
     record_property("engine_block", logged)
@@ -119,7 +114,7 @@ def test_retention_rejection_matches_engine(engine_ready, model_dirs, tmp_path, 
     assert predicted["scheduler_block"] == 2176
     assert predicted["retention"]["ok"] is False
 
-    result = capture_line(model_dir, COMMON_ARGS + cli(engine), RETENTION_LINE, timeout=START_TIMEOUT,
+    result = capture_line(model_dir, COMMON_ARGS + cli(engine, cfg), RETENTION_LINE, timeout=START_TIMEOUT,
                           log_path=tmp_path / "engine.log", grace=5.0, expect_failure=True)
     record_property("seconds_to_line", round(result.seconds, 1))
     print(f"\n[A-retention-2048] engine: {result.match.group(0)} (after {result.seconds:.1f} s)")
