@@ -133,16 +133,19 @@ def build_apt_repo(out_dir):
     return out_dir
 
 
-def rdma_sysfs_tree(root, netdev="enp1s0f1np1", state="4: ACTIVE", gid_index=3):
-    """The sysfs files roce_network reads, for one RDMA device rocep1s0f1 with port 1 (RoCEv2 GID at gid_index)."""
+def rdma_sysfs_tree(root, netdev, gid_address, state="4: ACTIVE"):
+    """The sysfs files roce_network reads for RDMA device rocep1s0f1 port 1, laid out as on a CX-7: GIDs 0/1 are
+    link-local (RoCE v1/v2), 2/3 the IPv4-mapped address of the netdev (RoCE v1/v2), so the RoCEv2 index is 3."""
     dev = root / "class" / "infiniband" / "rocep1s0f1"
     port = dev / "ports" / "1"
     (port / "gids").mkdir(parents=True, exist_ok=True)
     (port / "gid_attrs" / "types").mkdir(parents=True, exist_ok=True)
     (port / "state").write_text(f"{state}\n")
     (dev / "netdev").write_text(f"{netdev}\n")
-    for index in range(gid_index + 1):
-        kind = "RoCE v2" if index == gid_index or index == 1 else "IB/RoCE v1"
-        (port / "gids" / str(index)).write_text("fe80:0000:0000:0000:0000:0000:0000:0001\n")
+    a, b, c, d = (int(x) for x in gid_address.split("."))
+    mapped = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+    gids = ["fe80:0000:0000:0000:0000:0000:0000:0001"] * 2 + [mapped] * 2
+    for index, (gid, kind) in enumerate(zip(gids, ["IB/RoCE v1", "RoCE v2"] * 2)):
+        (port / "gids" / str(index)).write_text(f"{gid}\n")
         (port / "gid_attrs" / "types" / str(index)).write_text(f"{kind}\n")
     return dev

@@ -24,13 +24,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-STATE = ROOT / ".testbed"
-PREFIX = "spark-serve-tb"
-NETWORK = f"{PREFIX}-net"
-SUBNET, GATEWAY = "10.253.0.0/24", "10.253.0.1"
-REGISTRY_IP, SERVICES_IP = "10.253.0.2", "10.253.0.3"
-NODE_IPS = ["10.253.0.10", "10.253.0.11"]
+sys.path.insert(0, str(HERE))
+import standins  # noqa: E402
+
+# Several test beds can run side by side (SPARK_TESTBED_INSTANCE=0..11), each in its own /20 of 10.253.0.0/16:
+#   10.253.B.0/24    management network: .2 registry, .3 services (apt stand-in repo, model hub), .10+ nodes
+#   10.253.B+1.0/24  the "CX-7" fast link (MTU 9000), renamed enp1s0f1np1 inside each node
+#   10.253.B+2+n     node n's inner docker bridge; 10.253.B+8+4n/22 its address pool
+INSTANCE = int(os.environ.get("SPARK_TESTBED_INSTANCE", "0"))
+BASE = 16 * INSTANCE
+PREFIX = f"spark-serve-tb{INSTANCE}"
+IMAGE_PREFIX = "spark-serve-tb"
+STATE = ROOT / ".testbed" / str(INSTANCE)
+KEY_DIR = ROOT / ".testbed"
+NETWORK, FAST_NETWORK = f"{PREFIX}-net", f"{PREFIX}-fast"
+SUBNET, GATEWAY = f"10.253.{BASE}.0/24", f"10.253.{BASE}.1"
+FAST_SUBNET, FAST_GATEWAY = f"10.253.{BASE + 1}.0/24", f"10.253.{BASE + 1}.1"
+REGISTRY_IP, SERVICES_IP = f"10.253.{BASE}.2", f"10.253.{BASE}.3"
+NODE_IPS = [f"10.253.{BASE}.10", f"10.253.{BASE}.11"]
+FAST_NETDEV, FAST_MTU = "enp1s0f1np1", 9000
 REGISTRY = f"{REGISTRY_IP}:5000"
+REGISTRY_HOST_PORT = 5000 + INSTANCE
 HOST_DOCKERD_ARGS = ["--bip", "10.253.250.1/24", "--default-address-pool", "base=10.253.192.0/19,size=24"]
 SUITE = "trixie"  # Compose v2 (docker-compose 2.26) and docker.io 26, like DGX OS
 NODE_PACKAGES = [
@@ -79,8 +93,8 @@ def ensure_dockerd():
     if docker("info", check=False, timeout=20).returncode == 0:
         return
     log("starting dockerd (none running)")
-    STATE.mkdir(exist_ok=True)
-    with open(STATE / "dockerd.log", "ab") as out:
+    KEY_DIR.mkdir(exist_ok=True)
+    with open(KEY_DIR / "dockerd.log", "ab") as out:
         subprocess.Popen(["dockerd", *HOST_DOCKERD_ARGS], stdout=out, stderr=out, start_new_session=True)
     wait_for("dockerd", lambda: docker("info", check=False, timeout=20).returncode == 0, 60)
 
@@ -110,7 +124,7 @@ def image_exists(ref):
 
 def build_node_image():
     entrypoint = (HERE / "node-entrypoint.sh").read_bytes()
-    tag = f"{PREFIX}/node:{content_tag(SUITE, ' '.join(NODE_PACKAGES), entrypoint, INIT_SCRIPT_PATCH)}"
+    tag = f"{IMAGE_PREFIX}/node:{content_tag(SUITE, ' '.join(NODE_PACKAGES), entrypoint, INIT_SCRIPT_PATCH)}"
     if image_exists(tag):
         return tag
     log(f"building node image {tag} with debootstrap ({SUITE}); ~2-3 min once, cached by content")
@@ -135,15 +149,18 @@ def build_node_image():
     return tag
 
 
-def ensure_network():
+def ensure_networks():
     if docker("network", "inspect", NETWORK, check=False).returncode != 0:
-        docker("network", "create", "--subnet", SUBNET, "--gateway", GATEWAY, NETWORK)
+        docker("network", "create", "--label", f"{PREFIX}=1", "--subnet", SUBNET, "--gateway", GATEWAY, NETWORK)
+    if docker("network", "inspect", FAST_NETWORK, check=False).returncode != 0:
+        docker("network", "create", "--label", f"{PREFIX}=1", "--subnet", FAST_SUBNET, "--gateway", FAST_GATEWAY,
+               "--opt", f"com.docker.network.driver.mtu={FAST_MTU}", FAST_NETWORK)
 
 
 def ssh_key():
-    key = STATE / "id_ed25519"
+    key = KEY_DIR / "id_ed25519"
     if not key.exists():
-        STATE.mkdir(exist_ok=True)
+        KEY_DIR.mkdir(exist_ok=True)
         sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "spark-serve-testbed", "-f", str(key)])
     return key
 
@@ -163,8 +180,8 @@ def run_container(name, image, args, cmd=()):
 
 def inner_daemon_json(index):
     return {
-        "bip": f"10.253.{10 + index}.1/24",
-        "default-address-pools": [{"base": f"10.253.{64 + 16 * index}.0/20", "size": 24}],
+        "bip": f"10.253.{BASE + 2 + index}.1/24",
+        "default-address-pools": [{"base": f"10.253.{BASE + 8 + 4 * index}.0/22", "size": 24}],
         "insecure-registries": [REGISTRY],
         "storage-driver": "overlay2",
     }
@@ -172,15 +189,46 @@ def inner_daemon_json(index):
 
 def start_node(index, image, pubkey):
     name = f"{PREFIX}-node-{index}"
-    daemon = STATE / f"node-{index}-daemon.json"
-    daemon.write_text(json.dumps(inner_daemon_json(index), indent=2) + "\n")
+    if container_state(name) == "running":
+        return name
+    node_dir = STATE / f"node-{index}"
+    node_dir.mkdir(parents=True, exist_ok=True)
+    sysfs = node_dir / "sys"
+    shutil.rmtree(sysfs, ignore_errors=True)
+    standins.rdma_sysfs_tree(sysfs, FAST_NETDEV, gid_address=fast_address(index))
     run_container(name, image, [
         "--hostname", f"node-{index}", "--ip", NODE_IPS[index], *NODE_RUN_OPTS,
         "-v", f"{PREFIX}-node-{index}-docker:/var/lib/docker",
+        "-v", f"{sysfs}:/opt/testbed/sys",
         "-e", f"TESTBED_AUTHORIZED_KEY={pubkey}",
-        "-e", f"TESTBED_DAEMON_JSON={daemon.read_text()}",
+        "-e", f"TESTBED_DAEMON_JSON={json.dumps(inner_daemon_json(index), indent=2)}",
     ])
+    attach_fast_link(name, index)
     return name
+
+
+def fast_address(index):
+    return f"10.253.{BASE + 1}.{10 + index}"
+
+
+def attach_fast_link(name, index):
+    """The CX-7 stand-in: a real link between the nodes under the CX-7 netdev name, left unconfigured
+    (MTU 1500, no address) for roce_network to set up."""
+    docker("network", "connect", "--ip", fast_address(index), FAST_NETWORK, name)
+    mac = docker("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{FAST_NETWORK}").MacAddress}}}}',
+                 name).stdout.strip()
+    script = (f'dev=$(ip -o link | awk -F": " \'/{mac}/ {{print $2}}\' | cut -d@ -f1); '
+              f'ip link set "$dev" down && ip link set "$dev" name {FAST_NETDEV} && '
+              f'ip addr flush dev {FAST_NETDEV} && ip link set {FAST_NETDEV} mtu 1500 up')
+    docker("exec", name, "sh", "-c", script)
+
+
+def start_services(image):
+    """The services host: the stand-in apt repository (NVIDIA packages) over HTTP on port 80."""
+    apt = standins.build_apt_repo(STATE / "services" / "apt")
+    run_container(f"{PREFIX}-services", image, [
+        "--ip", SERVICES_IP, "-v", f"{apt.parent}:/srv:ro", "--entrypoint", "/usr/bin/python3"],
+        ["-m", "http.server", "--directory", "/srv", "80"])
 
 
 REGISTRY_CONFIG = """version: 0.1
@@ -194,10 +242,11 @@ http:
 
 def start_registry(image):
     """Debian's docker-registry (distribution 2.8), without the package's default htpasswd auth."""
+    STATE.mkdir(parents=True, exist_ok=True)
     config = STATE / "registry.yml"
     config.write_text(REGISTRY_CONFIG)
     run_container(f"{PREFIX}-registry", image, [
-        "--ip", REGISTRY_IP, "-p", "127.0.0.1:5000:5000", "-v", f"{PREFIX}-registry:/var/lib/docker-registry",
+        "--ip", REGISTRY_IP, "-p", f"127.0.0.1:{REGISTRY_HOST_PORT}:5000", "-v", f"{PREFIX}-registry:/var/lib/docker-registry",
         "-v", f"{config}:/etc/spark-testbed/registry.yml:ro", "--entrypoint", "/usr/bin/docker-registry"],
         ["serve", "/etc/spark-testbed/registry.yml"])
 
@@ -211,17 +260,18 @@ def node_ready(name):
 def up(nodes):
     ensure_dockerd()
     image = build_node_image()
-    ensure_network()
-    key = ssh_key()
-    pubkey = key.with_suffix(".pub").read_text().strip()
+    ensure_networks()
+    pubkey = ssh_key().with_suffix(".pub").read_text().strip()
     start_registry(image)
+    start_services(image)
     names = [start_node(i, image, pubkey) for i in range(nodes)]
     for name in names:
         wait_for(f"{name} (sshd + docker)", lambda n=name: node_ready(n), 90)
-    wait_for("registry", lambda: sh(["curl", "-sf", "http://127.0.0.1:5000/v2/"], check=False).returncode == 0, 30)
+    registry_url = f"http://127.0.0.1:{REGISTRY_HOST_PORT}/v2/"
+    wait_for("registry", lambda: sh(["curl", "-sf", registry_url], check=False).returncode == 0, 30)
     (STATE / "image").write_text(image + "\n")
-    log(f"up: {', '.join(f'{n} {NODE_IPS[i]}' for i, n in enumerate(names))}; registry {REGISTRY} "
-        "(127.0.0.1:5000 from the host)")
+    log(f"up (instance {INSTANCE}): {', '.join(f'{n} {NODE_IPS[i]}' for i, n in enumerate(names))}; "
+        f"registry {REGISTRY} (127.0.0.1:{REGISTRY_HOST_PORT} from the host); services {SERVICES_IP}")
 
 
 def down(purge=False):
@@ -230,7 +280,8 @@ def down(purge=False):
     ids = docker("ps", "-aq", "--filter", f"label={PREFIX}=1").stdout.split()
     if ids:
         docker("rm", "-f", *ids, timeout=120)
-    docker("network", "rm", NETWORK, check=False)
+    for net in (NETWORK, FAST_NETWORK):
+        docker("network", "rm", net, check=False)
     if purge:
         vols = [v for v in docker("volume", "ls", "-q").stdout.split() if v.startswith(PREFIX)]
         if vols:
