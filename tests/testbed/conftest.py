@@ -1,0 +1,38 @@
+"""Fixtures for tests that run real playbooks against the test bed (marker `testbed`)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+INSTANCE = os.environ.get("SPARK_TESTBED_INSTANCE", "0")
+
+
+def run(args, timeout=900, env=None):
+    """(rc, combined output) of a command run from the project root with the project's Ansible config."""
+    full_env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                    ANSIBLE_FORCE_COLOR="0", PATH=f"{BIN}:{os.environ['PATH']}", SPARK_TESTBED_INSTANCE=INSTANCE,
+                    **(env or {}))
+    proc = subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def playbook(path, inventory="inventories/testbed-pair", *extra, timeout=900):
+    return run([str(BIN / "ansible-playbook"), "-i", inventory, path, *extra], timeout=timeout)
+
+
+def node_exec(index, command, timeout=120):
+    """Run a shell command inside test-bed node `index` (test set-up only, never a role's way in)."""
+    return run(["docker", "exec", f"spark-serve-tb{INSTANCE}-node-{index}", "sh", "-c", command], timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def testbed():
+    """A running two-node test bed (started if needed; left running for the next test)."""
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/testbed.py"), "up", "--nodes", "2"], timeout=1800)
+    assert rc == 0, out
+    return {"instance": INSTANCE, "state": ROOT / ".testbed" / INSTANCE}
