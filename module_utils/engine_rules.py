@@ -71,18 +71,22 @@ class Renderer:
         self.violations = []
         self.seen = {}  # dest -> field that set it
 
-    def dest_for_option(self, option):
-        """The dest an option string sets, as vLLM's parser resolves it: underscores are dashes, and a
-        unique prefix of a long option is that option (argparse allow_abbrev)."""
+    def canonical_option(self, option):
+        """The option string vLLM's parser resolves `option` to: underscores are dashes, and a unique prefix
+        of a long option is that option (argparse allow_abbrev)."""
         if option in self.by_option:
-            return self.by_option[option]
+            return option
         if not option.startswith("--"):
             return None
         option = "--" + option[2:].replace("_", "-")
         if option in self.by_option:
-            return self.by_option[option]
+            return option
         matches = [o for o in self.by_option if o.startswith(option)]
-        return self.by_option[matches[0]] if len(matches) == 1 else None
+        return matches[0] if len(matches) == 1 else None
+
+    def dest_for_option(self, option):
+        canonical = self.canonical_option(option)
+        return self.by_option[canonical] if canonical else None
 
     def dest_for_key(self, key):
         """An engine mapping key: a vLLM dest (`max_num_seqs`) or a flag spelling (`max-num-seqs`)."""
@@ -155,12 +159,17 @@ class Renderer:
             if takes_value and not values:
                 self.violations.append(violation(item_field, token, "flag-type", f"{option} needs a value"))
                 continue
-            if spec.get("choices") and any(v not in spec["choices"] for v in values):
-                self.violations.append(violation(item_field, values, "flag-choice",
-                                                 f"{option} accepts {spec['choices']}"))
+            if not takes_value:
+                stored = spec.get("store", True)
+                value = not stored if self.canonical_option(option) in spec["negatives"] else stored
+            else:
+                value = values if spec["kind"] == "list" else values[0]
+            # Rendered in the catalog's canonical spelling, so abbreviations and underscores come out plain.
+            tokens, problem = render_value(spec, value)
+            if problem:
+                self.violations.append(violation(item_field, token, "flag-type", f"{problem} (vLLM {self.version})"))
                 continue
-            self.argv.append(option)
-            self.argv.extend(values)
+            self.argv.extend(tokens)
 
 
 def render_value(spec, value):
@@ -351,7 +360,7 @@ class Plan:
             spec = renderer.flags[dest]
             if spec["kind"] == "bool":
                 stored = spec.get("store", True)
-                values[dest] = stored if option not in spec["negatives"] else not stored
+                values[dest] = not stored if renderer.canonical_option(option) in spec["negatives"] else stored
             elif inline or i + 1 < len(extra):
                 raw = inline or str(extra[i + 1])
                 values[dest] = coerce(spec["kind"], raw)

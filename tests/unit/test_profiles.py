@@ -220,3 +220,13 @@ def test_a_profile_change_does_not_mutate_the_shipped_one():
     prof = profile("pair")
     prof["engine"]["max_num_seqs"] = 99
     assert profiles() == before
+
+
+def test_extra_args_are_typed_rendered_canonically_and_feed_the_block_prediction():
+    prof = profile("single")
+    prof["engine"].pop("enable_prefix_caching")
+    prof["extra_args"] = ["--disable-prefix", "--max-logprobs", "many"]
+    result = plan(vllm_args_params(prof))
+    assert "--disable-prefix-caching" in result["argv"]
+    assert result["block"]["enable_prefix_caching"] is False
+    assert [(v["field"], v["rule"]) for v in result["violations"]] == [("extra_args[1]", "flag-type")]
