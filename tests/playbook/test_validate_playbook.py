@@ -41,7 +41,7 @@ def local_inventory(tmp_path, profile_name, overrides=None):
 def site_check(tmp_path, profile_name, overrides=None):
     inv = local_inventory(tmp_path, profile_name, overrides)
     state = tmp_path / "state"
-    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "-i", str(inv),
+    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(inv),
                    "-e", f"spark_serve_controller_dir={state}"])
     return rc, out, state
 
@@ -76,12 +76,13 @@ def test_schema_error_names_the_path(tmp_path):
 
 
 def test_default_inventory_is_the_pair_and_single_swaps_to_tp1(tmp_path):
-    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check",
+    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate",
                    "-e", f"spark_serve_controller_dir={tmp_path}"])
     assert rc == 0, out
     assert "profile pair, rank 1 on spark-b" in out
     assert "--tensor-parallel-size 2" in out and "--headless" in out
-    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "-i", "inventories/spark-single",
+    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i",
+                   "inventories/spark-single",
                    "-e", f"spark_serve_controller_dir={tmp_path}"])
     assert rc == 0, out
     assert "profile single, rank 0 on spark-a" in out

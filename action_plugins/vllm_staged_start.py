@@ -1,0 +1,162 @@
+"""Action plugin: staged start of a multi-node vLLM service, watching every rank at once.
+
+Runs on the controller and reaches each node over the same SSH path Ansible uses. Order: clean stale
+containers on every node, start the workers, then the head; then watch container state, log lines and the
+head's /health together, printing progress, and fail within seconds of any rank dying instead of waiting out
+the engine's own collective timeout. On failure every rank is stopped (SIGTERM first, then the container),
+the last log lines of each rank are saved on the controller, and the model cache and images stay untouched.
+Documentation: library/vllm_staged_start.py.
+"""
+
+import os
+import shlex
+import subprocess
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.rank_watch import STAGES, rank_verdict, stage_of, timeouts
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
+
+
+class Rank:
+    def __init__(self, spec, project, compose_dir):
+        self.host = spec["host"]
+        self.rank = int(spec["rank"])
+        self.ssh = list(spec["ssh"])
+        self.container = spec["container"]
+        self.compose = f"docker compose -p {shlex.quote(project)} --project-directory {shlex.quote(compose_dir)}"
+        self.stage = 0
+        self.failed_at = None
+        self.reason = None
+
+    @property
+    def label(self):
+        return f"rank {self.rank} ({self.host})"
+
+    def run(self, command, timeout=60):
+        try:
+            proc = subprocess.run(self.ssh + [command], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return 124, "", f"timed out after {timeout}s: {command}"
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def state(self):
+        rc, out, _ = self.run(f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' "
+                              f"{self.container} 2>/dev/null", timeout=20)
+        parts = out.split()
+        return (parts[0], int(parts[1])) if rc == 0 and len(parts) == 2 else (None, None)
+
+    def log_lines(self, tail=400):
+        _, out, err = self.run(f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
+        return (out + err).splitlines()
+
+    def down(self):
+        # compose stop sends SIGTERM to the engine, waits 10 s, then kills: never a bare SIGKILL first.
+        return self.run(f"{self.compose} down --timeout 10 --remove-orphans", timeout=120)
+
+    def up(self):
+        return self.run(f"{self.compose} up -d --no-recreate", timeout=300)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        project = args.get("project", "spark-serve")
+        ranks = sorted((Rank(spec, project, args["compose_dir"]) for spec in args["ranks"]), key=lambda r: r.rank)
+        port = int(args.get("port", 8000))
+        poll_s = float(args.get("poll_s", 1))
+        inner, outer = timeouts(int(args.get("expected_load_s", 900)), args.get("distributed_timeout_s"),
+                                args.get("backend", "nccl"))
+        log_dir = args.get("log_dir")
+        if self._play_context.check_mode:
+            result.update(changed=True, msg="check mode: the service would be (re)started in stages")
+            return result
+
+        display.display(f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
+                        f"this watch gives up after {outer} s (always longer)")
+        started = time.monotonic()
+        self.clean(ranks, port)
+        timeline = []
+        for rank in [r for r in ranks if r.rank != 0] + [ranks[0]]:  # workers first, then the head
+            rc, out, err = rank.up()
+            if rc != 0:
+                return self.failed(result, ranks, rank, f"docker compose up failed: {(err or out).strip()[-500:]}",
+                                   started, log_dir, timeline)
+            timeline.append({"seconds": round(time.monotonic() - started, 1), "event": f"{rank.label} started"})
+
+        head = ranks[0]
+        last_print = 0.0
+        for _ in range(int(outer / max(poll_s, 0.2)) + 1):
+            elapsed = time.monotonic() - started
+            if elapsed > outer:
+                break
+            for rank in ranks:
+                state, code = rank.state()
+                lines = rank.log_lines()
+                ok, stage, reason = rank_verdict(state, code, lines)
+                new_stage = stage_of(lines)
+                if new_stage > rank.stage:
+                    rank.stage = new_stage
+                    timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
+                if not ok:
+                    return self.failed(result, ranks, rank, reason, started, log_dir, timeline)
+            rc, code, _ = head.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/health",
+                                   timeout=15)
+            if code.strip() == "200":
+                timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
+                display.display(f"[vllm] {elapsed:5.0f} s  ready: /health 200 and all {len(ranks)} rank(s) running")
+                result.update(changed=True, ready=True, seconds=round(elapsed, 1), timeline=timeline,
+                              msg=f"{len(ranks)} rank(s) ready in {elapsed:.0f} s")
+                return result
+            if elapsed - last_print >= 10 or not last_print:
+                last_print = elapsed or 0.001
+                stages = " | ".join(f"{r.label}: {STAGES[r.stage][0]}" for r in ranks)
+                display.display(f"[vllm] {elapsed:5.0f} s  {stages}")
+            time.sleep(poll_s)
+        return self.failed(result, ranks, head, f"not ready after {outer} s (outer timeout)", started, log_dir,
+                           timeline)
+
+    def clean(self, ranks, port):
+        """Remove this service's containers on every node, and refuse a port some other process holds."""
+        for rank in ranks:
+            rank.down()
+            rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1", timeout=60)
+        rc, out, _ = ranks[0].run(f"ss -ltnpH 'sport = :{port}'", timeout=15)
+        if out.strip():
+            raise AnsibleActionFail(f"{ranks[0].label}: port {port} is still held after removing this service's "
+                                    f"containers: {out.strip()} -- stop that process first; nothing was started")
+
+    def failed(self, result, ranks, culprit, reason, started, log_dir, timeline):
+        elapsed = time.monotonic() - started
+        saved = self.collect_logs(ranks, log_dir)
+        for rank in ranks:  # head first: it would otherwise keep waiting for the workers
+            rank.down()
+        message = (f"{culprit.label} failed first after {elapsed:.0f} s: {reason}. Every rank was stopped "
+                   f"(SIGTERM, then container removal); model cache and images untouched. Last log lines: "
+                   f"{', '.join(saved) or 'none'}")
+        display.display(f"[vllm] {elapsed:5.0f} s  FAILED: {message}")
+        result.update(failed=True, ready=False, changed=True, msg=message, failed_rank=culprit.rank,
+                      failed_host=culprit.host, reason=reason, seconds=round(elapsed, 1), timeline=timeline,
+                      logs=saved)
+        return result
+
+    @staticmethod
+    def collect_logs(ranks, log_dir):
+        if not log_dir:
+            return []
+        folder = os.path.join(log_dir, time.strftime("%Y%m%dT%H%M%S"))
+        os.makedirs(folder, exist_ok=True)
+        saved = []
+        for rank in ranks:
+            path = os.path.join(folder, f"rank{rank.rank}-{rank.host}.log")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("\n".join(rank.log_lines(tail=200)) + "\n")
+            saved.append(path)
+        return saved

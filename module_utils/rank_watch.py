@@ -1,0 +1,81 @@
+"""Reading a vLLM rank's state from its container and log lines: stage reached, failure, and the timeouts.
+
+Pure Python (no Ansible) so plain pytest can test it; the staged start (action_plugins/vllm_staged_start.py)
+and the liveness probe (library/vllm_ranks.py) use it.
+"""
+
+import re
+
+# Stages in the order a rank passes them; each is recognised by the first log line that proves it.
+STAGES = [
+    ("container started", None),
+    ("waiting for ranks", re.compile(r"world_size=\d+ rank=\d+|distributed_init_method=|Waiting for .*clients")),
+    ("ranks joined", re.compile(r"rank \d+ in world size \d+|Initializing a V1 LLM engine|init engine|"
+                                r"Starting to load model|ranks? joined")),
+    ("loading weights", re.compile(r"Starting to load model|Loading weights|Loading model")),
+    ("weights loaded", re.compile(r"Loading weights took|Model loading took|Loading model weights took")),
+    ("compiling/capturing", re.compile(r"Capturing CUDA graph|torch\.compile|Compiling a graph|"
+                                       r"KV cache|GPU KV cache size|CPU KV cache size|num_gpu_blocks")),
+    ("serving", re.compile(r"Starting vLLM API server|Application startup complete|Uvicorn running")),
+]
+
+# Lines that mean the rank is failing now: seen on the CPU build and in seed 000's logs.
+FAILURES = [
+    re.compile(r"WorkerProc failed to start"),
+    re.compile(r"DistStoreError"),
+    re.compile(r"Engine core initialization failed"),
+    re.compile(r"EngineCore failed to start"),
+    re.compile(r"Traceback \(most recent call last\)"),
+    re.compile(r"Timed out after \d+ seconds waiting for clients"),
+    re.compile(r"Connection closed by peer|Connection reset by peer"),
+]
+
+ENGINE_DEFAULT_TIMEOUT_S = {"gloo": 1800, "nccl": 600}
+
+
+def stage_of(lines):
+    """Index into STAGES of the furthest stage the log proves (0 = container started)."""
+    reached = 0
+    for index, (_, pattern) in enumerate(STAGES):
+        if pattern is not None and any(pattern.search(line) for line in lines):
+            reached = max(reached, index)
+    return reached
+
+
+def first_failure(lines):
+    """(line number, line) of the first failure line, or None; the context after it explains why."""
+    for number, line in enumerate(lines):
+        if any(pattern.search(line) for pattern in FAILURES):
+            return number, line.strip()
+    return None
+
+
+def failure_reason(lines, context=12):
+    """The failure line and what follows it (the traceback's last lines name the cause)."""
+    found = first_failure(lines)
+    if found is None:
+        return None
+    number, line = found
+    tail = [entry.strip() for entry in lines[number + 1:number + 1 + context] if entry.strip()]
+    cause = next((entry for entry in reversed(tail) if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", entry)), None)
+    return f"{line}" + (f" -- {cause}" if cause and cause != line else "")
+
+
+def rank_verdict(state, exit_code, lines):
+    """(ok, stage name, reason) for one rank from its container state, exit code and log lines."""
+    stage = STAGES[stage_of(lines)][0]
+    reason = failure_reason(lines)
+    if state != "running":
+        why = reason or f"container {state or 'missing'} (exit code {exit_code})"
+        return False, stage, why
+    if reason:
+        return False, stage, reason
+    return True, stage, None
+
+
+def timeouts(expected_load_s, distributed_timeout_s=None, backend="nccl", margin_s=120):
+    """(inner, outer) seconds: the engine's own collective timeout, and the watch's outer bound, which is always
+    longer so the engine's own error is seen rather than cut off."""
+    inner = distributed_timeout_s or ENGINE_DEFAULT_TIMEOUT_S[backend]
+    outer = max(expected_load_s, inner) + margin_s
+    return inner, outer
