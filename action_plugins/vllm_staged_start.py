@@ -13,10 +13,15 @@ import shlex
 import subprocess
 import time
 
+import sys
+
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.rank_watch import STAGES, rank_verdict, stage_of, timeouts
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
+# Action plugins run in the controller's Python, where the project's module_utils is a plain folder.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
+from rank_watch import STAGES, rank_verdict, stage_of, timeouts  # noqa: E402
 
 display = Display()
 

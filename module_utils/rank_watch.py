@@ -50,15 +50,15 @@ def first_failure(lines):
     return None
 
 
-def failure_reason(lines, context=12):
-    """The failure line and what follows it (the traceback's last lines name the cause)."""
+def failure_reason(lines, context=60):
+    """The failure line and the exception that explains it (the last `XxxError: ...` in the lines after it)."""
     found = first_failure(lines)
     if found is None:
         return None
     number, line = found
-    tail = [entry.strip() for entry in lines[number + 1:number + 1 + context] if entry.strip()]
-    cause = next((entry for entry in reversed(tail) if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", entry)), None)
-    return f"{line}" + (f" -- {cause}" if cause and cause != line else "")
+    causes = [match.group(0) for entry in lines[number:number + context]
+              if (match := re.search(r"\b\w+(Error|Exception): .*", entry))]
+    return f"{line}" + (f" -- {causes[-1].strip()}" if causes else "")
 
 
 def rank_verdict(state, exit_code, lines):

@@ -50,6 +50,7 @@ SUITE = "trixie"  # Compose v2 (docker-compose 2.26) and docker.io 26, like DGX 
 NODE_PACKAGES = [
     "python3", "python3-apt", "openssh-server", "sudo", "docker.io", "docker-cli", "docker-compose", "docker-registry",
     "iproute2", "iputils-ping", "rsync", "ca-certificates", "procps", "curl", "gnupg", "tini", "less",
+    "python3-docker",  # the Docker SDK community.docker's modules use on the node
 ]
 # `--privileged` fails here (no CAP_SYS_RESOURCE in the host's bounding set): emulate it.
 NODE_RUN_OPTS = [
@@ -223,12 +224,55 @@ def attach_fast_link(name, index):
     docker("exec", name, "sh", "-c", script)
 
 
+# The model-hub stand-in (hub_standin.py) serves STATE/services/hub/<org>/<name>/ on the services host.
+HUB_PORT = 8080
+HUB_REPO = "spark-serve/tiny-llama"
+HUB_RESUME_BLOB_MIB = 24  # > huggingface_hub's 10 MiB chunk: an interrupted transfer of it resumes with Range
+HUB_STATE = STATE / "services" / "hub-state"  # requests.jsonl (request log) and control.json (test hooks)
+
+
+def hub_url():
+    return f"http://{SERVICES_IP}:{HUB_PORT}"
+
+
+def ensure_hub_model():
+    """The tiny model (tiny_model.py, with .venv-engine's torch) as hub repo HUB_REPO; remade when its recipe
+    changes. Without .venv-engine the hub serves no model (make engine)."""
+    hub = STATE / "services" / "hub"
+    hub.mkdir(parents=True, exist_ok=True)
+    target = hub / HUB_REPO
+    recipe = content_tag((HERE / "tiny_model.py").read_bytes(),
+                         (ROOT / "tests/engine/models/tiny-llama/config.json").read_bytes(), HUB_RESUME_BLOB_MIB)
+    stamp = hub / f".{HUB_REPO.replace('/', '--')}.recipe"
+    if stamp.exists() and stamp.read_text().strip() == recipe:
+        return target
+    python = ROOT / ".venv-engine" / "bin" / "python"
+    if not python.exists():
+        log(f"no {python.relative_to(ROOT)}: the model hub stand-in serves no model (run `make engine`)")
+        return None
+    shutil.rmtree(target, ignore_errors=True)
+    sh([str(python), str(HERE / "tiny_model.py"), str(target), "--resume-blob-mib", str(HUB_RESUME_BLOB_MIB)],
+       timeout=600)
+    stamp.write_text(recipe + "\n")
+    return target
+
+
 def start_services(image):
-    """The services host: the stand-in apt repository (NVIDIA packages) over HTTP on port 80."""
+    """The services host: the stand-in apt repository (NVIDIA packages) over HTTP on port 80 and the model-hub
+    stand-in on port HUB_PORT (request log and test hooks in HUB_STATE)."""
     apt = standins.build_apt_repo(STATE / "services" / "apt")
+    ensure_hub_model()
+    HUB_STATE.mkdir(parents=True, exist_ok=True)
+    hub = (f"python3 /opt/testbed/lib/hub_standin.py --root /srv/hub --port {HUB_PORT} "
+           "--log /var/lib/hub-standin/requests.jsonl --control /var/lib/hub-standin/control.json &")
     run_container(f"{PREFIX}-services", image, [
-        "--ip", SERVICES_IP, "-v", f"{apt.parent}:/srv:ro", "--entrypoint", "/usr/bin/python3"],
-        ["-m", "http.server", "--directory", "/srv", "80"])
+        "--ip", SERVICES_IP, "--init", "-v", f"{apt.parent}:/srv:ro", "-v", f"{HERE}:/opt/testbed/lib:ro",
+        "-v", f"{HUB_STATE}:/var/lib/hub-standin", "--entrypoint", "/bin/sh"],
+        ["-c", f"{hub} exec python3 -m http.server --directory /srv 80"])
+
+
+def hub_ready():
+    return sh(["curl", "-sf", "--max-time", "2", f"{hub_url()}/_standin"], check=False).returncode == 0
 
 
 REGISTRY_CONFIG = """version: 0.1
@@ -269,9 +313,16 @@ def up(nodes):
         wait_for(f"{name} (sshd + docker)", lambda n=name: node_ready(n), 90)
     registry_url = f"http://127.0.0.1:{REGISTRY_HOST_PORT}/v2/"
     wait_for("registry", lambda: sh(["curl", "-sf", registry_url], check=False).returncode == 0, 30)
+    for _ in range(20):
+        if hub_ready():
+            break
+        time.sleep(0.5)
+    else:  # a services container started before the hub stand-in existed: `down` and `up` to get it
+        log(f"model hub stand-in not answering at {hub_url()}")
     (STATE / "image").write_text(image + "\n")
     log(f"up (instance {INSTANCE}): {', '.join(f'{n} {NODE_IPS[i]}' for i, n in enumerate(names))}; "
-        f"registry {REGISTRY} (127.0.0.1:{REGISTRY_HOST_PORT} from the host); services {SERVICES_IP}")
+        f"registry {REGISTRY} (127.0.0.1:{REGISTRY_HOST_PORT} from the host); services {SERVICES_IP} "
+        f"(apt :80, model hub :{HUB_PORT})")
 
 
 def down(purge=False):

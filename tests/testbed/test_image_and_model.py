@@ -1,0 +1,220 @@
+"""Faults for roles/engine_image and roles/hf_model on the two-node test bed.
+
+(a) An interrupted model download resumes: the download container is killed mid-file, then the network
+    cuts the same file again; the hub stand-in's request log proves that finished files are never
+    requested again and that the cut file is continued with a Range request.
+(b) A node given another engine image digest fails the play with one message naming node and digests,
+    before either node pulls anything.
+(c) A tag without a digest (and the other malformed pins) is refused before anything changes.
+
+Set-up is molecule/hf_model/prepare.yml (engine image pushed and pulled, fast link addressed); the model
+caches are cleared with `rm` (test set-up only: the role never deletes a cache) and left complete.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.testbed.conftest import BIN, INSTANCE, ROOT, node_exec, run
+
+pytestmark = pytest.mark.testbed
+
+STATE = ROOT / ".testbed" / INSTANCE
+HUB_STATE = STATE / "services" / "hub-state"
+HUB_REPO_DIR = STATE / "services" / "hub" / "spark-serve" / "tiny-llama"
+CACHE = "/var/lib/spark-serve/huggingface"
+COMMIT = "7e57bed05eed1a4c2f0b9d8e6a3c1f2e4d5b6a79"
+SNAPSHOT = f"{CACHE}/hub/models--spark-serve--tiny-llama/snapshots/{COMMIT}"
+BIG = "original/consolidated.bin"  # 24 MiB: larger than huggingface_hub's 10 MiB download chunk
+CHUNK = 10 * 1024 * 1024
+NODE_IPS = [f"10.253.{16 * int(INSTANCE)}.10", f"10.253.{16 * int(INSTANCE)}.11"]
+IMAGES = "docker images --digests --format '{{.Repository}}@{{.Digest}} {{.ID}}' | sort"
+ENV = {"MOLECULE_PROJECT_DIRECTORY": str(ROOT)}
+
+
+def ansible(playbook, *extra, inventories=("inventories/testbed-pair",), timeout=1200):
+    args = [str(BIN / "ansible-playbook")]
+    for inventory in inventories:
+        args += ["-i", inventory]
+    return run([*args, playbook, *extra], timeout=timeout, env=ENV)
+
+
+def sh(index, command, timeout=300):
+    rc, out = node_exec(index, command, timeout=timeout)
+    assert rc == 0, f"node-{index}: {command}\n{out}"
+    return out
+
+
+def hub_control(data):
+    (HUB_STATE / "control.json").write_text(json.dumps(data) + "\n")
+
+
+def hub_log(since=0):
+    path = HUB_STATE / "requests.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines[since:]]
+
+
+def file_gets(entries, event="end"):
+    return [e for e in entries if e.get("file") and e["method"] == "GET" and e["event"] == event]
+
+
+@pytest.fixture(scope="module")
+def prepared(testbed):
+    """Engine image in the registry and on both nodes, fast link addressed, hub answering."""
+    rc, out = ansible("molecule/hf_model/prepare.yml", timeout=2400)
+    assert rc == 0, out[-4000:]
+    yield
+    hub_control({})
+
+
+# ------------------------------------------------------------------------------------------------ (a)
+def test_interrupted_download_resumes_without_refetching_finished_files(prepared):
+    for index in (0, 1):
+        sh(index, f"docker rm -f spark-serve-hf-download >/dev/null 2>&1; rm -rf {CACHE}")
+    hub_control({"throttle_bps": {BIG: 1_000_000}})  # ~25 s for the big file: time to interrupt it
+    mark = len(hub_log())
+
+    # Phase 1: the download container is killed while the big file is in flight.
+    args = [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "molecule/hf_model/converge.yml",
+            "-e", "hf_model_download_attempts=1"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=f"{BIN}:{os.environ['PATH']}", SPARK_TESTBED_INSTANCE=INSTANCE, **ENV)
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not file_gets(hub_log(mark), "start") or not any(
+                e["file"] == BIG for e in file_gets(hub_log(mark), "start")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the big file's transfer never started"
+            time.sleep(0.5)
+        time.sleep(4)  # a few MB into the big file
+        sh(0, "docker kill spark-serve-hf-download")
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out[-3000:]
+    assert "fatal: [node-0]" in out, out[-3000:]
+    phase1 = hub_log(mark)
+    finished = {e["file"] for e in file_gets(phase1) if e["complete"]}
+    assert BIG not in finished and finished, phase1
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= finished, finished
+    cut = [e for e in file_gets(phase1) if e["file"] == BIG]
+    assert cut and not cut[-1]["complete"] and 0 < cut[-1]["bytes"] < 24 * 1024 * 1024, cut
+
+    # Phase 2: run again; the network cuts the big file once more past the client's first 10 MiB chunk.
+    hub_control({"drop_after": {BIG: CHUNK + 2 * 1024 * 1024}})
+    mark2 = len(hub_log())
+    start = time.monotonic()
+    rc, out = ansible("molecule/hf_model/converge.yml")
+    seconds = time.monotonic() - start
+    assert rc == 0, out[-4000:]
+    phase2 = hub_log(mark2)
+    again = [e for e in phase2 if e.get("file") in finished and e["event"] == "end"]
+    assert not again, f"finished files were requested again: {again}"
+    big = [e for e in file_gets(phase2) if e["file"] == BIG]
+    # The killed process's partial file is not reused (huggingface_hub >= 1.x writes to a per-process temp
+    # file); the in-process cut is continued from the last full chunk with a Range request.
+    assert [(e["range"], e["status"], e["dropped"], e["complete"]) for e in big] == [
+        (None, 200, True, False), (f"bytes={CHUNK}-", 206, False, True)], big
+    assert big[1]["bytes"] == 24 * 1024 * 1024 - CHUNK
+    assert {e["client"] for e in phase1 + phase2} == {NODE_IPS[0]}, "node-1 must not download"
+    assert "Copy the snapshot from the head over the fast link" in out
+    print(f"\n[hf_model] resumed download + copy to node-1: {seconds:.0f} s")
+
+    # Both nodes hold the hub's exact bytes.
+    want = {p.relative_to(HUB_REPO_DIR).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in HUB_REPO_DIR.rglob("*") if p.is_file()}
+    for index in (0, 1):
+        listing = sh(index, f"cd {SNAPSHOT} && find -L . -type f -exec sha256sum {{}} +")
+        have = {line.split()[1][2:]: line.split()[0] for line in listing.splitlines() if line.strip()}
+        assert have == want, f"node-{index}: {have}"
+    rc, out = ansible("molecule/hf_model/converge.yml")
+    assert rc == 0 and "changed=0" in out and out.count("changed=0") == 2, out[-3000:]
+    hub_control({})
+
+
+# ------------------------------------------------------------------------------------------------ (b)
+def test_node_with_another_digest_fails_before_any_pull(prepared, tmp_path):
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push", "--variant", "decoy"],
+                  timeout=1800)
+    assert rc == 0, out
+    pinned = json.loads((STATE / "engine-image.json").read_text())
+    decoy = json.loads((STATE / "engine-image-decoy.json").read_text())
+    assert decoy["digest"] != pinned["digest"]
+    override = tmp_path / "node-1-decoy.yml"
+    override.write_text(f"all:\n  hosts:\n    node-1:\n      spark_serve_image_digest: \"{decoy['digest']}\"\n")
+    before = [sh(i, IMAGES) for i in (0, 1)]
+
+    rc, out = ansible("molecule/engine_image/converge.yml",
+                      inventories=("inventories/testbed-pair", str(override)))
+    assert rc != 0, out[-3000:]
+    assert (f"node-1: engine image {pinned['name']}@{decoy['digest']} differs from "
+            f"{pinned['name']}@{pinned['digest']} on node-0") in out, out[-3000:]
+    assert f"expected digest {pinned['digest']}, actual {decoy['digest']}" in out
+    assert "TASK [engine_image : Pull the engine image by digest]" not in out
+    assert [sh(i, IMAGES) for i in (0, 1)] == before
+    assert decoy["digest"] not in before[1]
+
+
+# ------------------------------------------------------------------------------------------------ (c)
+@pytest.mark.parametrize("name_suffix, digest, message", [
+    (":latest", "", "is a tag without a digest: tags are mutable"),
+    ("", "", "engine_image_digest is empty: the engine image is deployed by digest only"),
+    ("", "sha256:" + "0" * 64, "engine_image_digest is the all-zero placeholder"),
+    (":v1", "sha256:" + "a" * 64, "carries a tag: give the repository only"),
+    ("", "latest", "engine_image_digest 'latest' is not sha256:<64 lowercase hex>"),
+])
+def test_reference_without_digest_is_refused(prepared, name_suffix, digest, message):
+    pinned = json.loads((STATE / "engine-image.json").read_text())
+    before = [sh(i, IMAGES) for i in (0, 1)]
+    rc, out = ansible("molecule/engine_image/converge.yml", "-e", f"engine_image_name={pinned['name']}{name_suffix}",
+                      "-e", f"engine_image_digest={digest}")
+    assert rc != 0, out[-3000:]
+    for node in ("node-0", "node-1"):
+        assert f"{node}: " in out and message in out, out[-3000:]
+    assert "TASK [engine_image : Pull the engine image by digest]" not in out
+    assert [sh(i, IMAGES) for i in (0, 1)] == before
+
+
+def test_model_pinned_to_a_branch_is_refused(prepared):
+    rc, out = ansible("molecule/hf_model/converge.yml", "-e", "hf_model_revision=main")
+    assert rc != 0, out[-3000:]
+    assert "node-0: hf_model_revision 'main' is not a commit" in out
+    assert "node-1: hf_model_revision 'main' is not a commit" in out
+    assert "TASK [hf_model : Create the model cache directories]" not in out
+
+
+# ------------------------------------------------------------------------------------------------ pruning
+def test_prune_never_removes_pinned_kept_or_used_images(prepared):
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push", "--variant", "decoy"],
+                  timeout=1800)
+    assert rc == 0, out
+    pinned = json.loads((STATE / "engine-image.json").read_text())
+    decoy = json.loads((STATE / "engine-image-decoy.json").read_text())
+    decoy_ref = f"{decoy['name']}@{decoy['digest']}"
+    sh(0, f"docker pull -q {decoy_ref} && docker create --name prune-probe {decoy_ref} true")
+
+    def converge(keep):
+        rc, out = ansible("molecule/engine_image/converge.yml", "-e",
+                          json.dumps({"engine_image_prune": True, "engine_image_keep_digests": keep}))
+        assert rc == 0, out[-3000:]
+        return sh(0, IMAGES)
+
+    try:
+        # Kept by the deployment record, then in use by a (stopped) container: both stay.
+        assert decoy["digest"] in converge([decoy["digest"]])
+        assert decoy["digest"] in converge([])
+        sh(0, "docker rm prune-probe")
+        # Neither kept nor used: removed; the pinned image always stays.
+        images = converge([])
+        assert decoy["digest"] not in images and pinned["digest"] in images, images
+        assert pinned["digest"] in sh(1, IMAGES)
+    finally:
+        sh(0, "docker rm -f prune-probe >/dev/null 2>&1 || true")
