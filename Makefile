@@ -4,7 +4,7 @@ VENV := .venv
 ENGINE_VENV := .venv-engine
 PY := $(VENV)/bin/python
 
-.PHONY: install engine lint test unit bench catalogs
+.PHONY: install system engine lint test unit bench catalogs demo testbed-down
 
 install: $(VENV)/.installed
 
@@ -12,6 +12,12 @@ $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -r requirements.txt
 	touch $@
+
+# Debian packages the test bed needs on this machine (Docker engine, debootstrap for the node images).
+SYSTEM_PACKAGES := docker.io debootstrap rsync curl openssh-client
+system:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 # The real CPU build of vLLM that the engine tests start (tests/engine/install_engine.sh).
 engine:
@@ -25,8 +31,15 @@ unit: install
 	$(VENV)/bin/pytest -m "not engine and not playbook"
 
 # Everything: install, lint, unit, playbook and real-engine tiers.
-test: install engine lint
+test: install system engine lint
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(VENV)/bin/pytest
+
+# The main job on the built-in two-node test bed: real vLLM CPU engine, TP2 across two test nodes.
+demo: install system engine
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/testbed/demo.py
+
+testbed-down: install
+	$(PY) tests/testbed/testbed.py down
 
 bench: install
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/bench/validate_bench.py

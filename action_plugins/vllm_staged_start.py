@@ -140,6 +140,7 @@ class ActionModule(ActionBase):
 
     def failed(self, result, ranks, culprit, reason, started, log_dir, timeline):
         elapsed = time.monotonic() - started
+        display.display(f"[vllm] {elapsed:5.0f} s  DETECTED: {culprit.label} failed: {reason}; stopping every rank")
         saved = self.collect_logs(ranks, log_dir)
         for rank in ranks:  # head first: it would otherwise keep waiting for the workers
             rank.down()

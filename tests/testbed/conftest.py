@@ -12,12 +12,14 @@ BIN = Path(sys.executable).parent
 INSTANCE = os.environ.get("SPARK_TESTBED_INSTANCE", "0")
 
 
+ENV_BASE = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                PATH=f"{BIN}:{os.environ['PATH']}", SPARK_TESTBED_INSTANCE=INSTANCE)
+
+
 def run(args, timeout=900, env=None):
     """(rc, combined output) of a command run from the project root with the project's Ansible config."""
-    full_env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                    ANSIBLE_FORCE_COLOR="0", PATH=f"{BIN}:{os.environ['PATH']}", SPARK_TESTBED_INSTANCE=INSTANCE,
-                    **(env or {}))
-    proc = subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(args, cwd=ROOT, env=dict(ENV_BASE, **(env or {})), capture_output=True, text=True,
+                          timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
 

