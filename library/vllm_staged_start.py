@@ -1,0 +1,99 @@
+#!/usr/bin/python
+"""Documentation for the vllm_staged_start action plugin (action_plugins/vllm_staged_start.py does the work)."""
+
+DOCUMENTATION = r"""
+---
+module: vllm_staged_start
+short_description: Start a multi-node vLLM service in stages and fail fast on a dead rank
+description:
+  - Runs on the controller. Removes this service's stale containers on every node (and refuses a port another
+    process holds), starts the headless workers, then the head, and watches every rank at once (container state,
+    failure lines in the log such as C(WorkerProc failed to start), C(DistStoreError), tracebacks, and the head's
+    /health), printing elapsed time and stage reached.
+  - On the first dead rank it stops every rank (SIGTERM, then the container), saves each rank's last log lines on
+    the controller and fails naming the rank and the reason; model cache and images are untouched.
+  - The outer timeout is derived from the expected load time and the engine's distributed timeout, printed at
+    start, and always longer than the engine's own.
+options:
+  ranks:
+    description: One entry per node, C(host), C(rank) (0 = head), C(ssh) (argv prefix to run a command there) and
+      C(container).
+    type: list
+    elements: dict
+    required: true
+  project:
+    description: Compose project name.
+    type: str
+    default: spark-serve
+  compose_dir:
+    description: Directory of the compose project on every node.
+    type: str
+    required: true
+  port:
+    description: API port of the head.
+    type: int
+    default: 8000
+  expected_load_s:
+    description: Expected seconds from start to ready.
+    type: int
+    default: 900
+  distributed_timeout_s:
+    description: The engine's collective timeout (C(--distributed-timeout-seconds)); default by backend.
+    type: int
+  backend:
+    description: Collective backend, for the engine's default timeout (nccl 600 s, gloo 1800 s).
+    type: str
+    default: nccl
+  poll_s:
+    description: Seconds between two looks at every rank.
+    type: float
+    default: 1
+  log_dir:
+    description: Controller directory for the failed start's log lines.
+    type: path
+author:
+  - spark-serve
+"""
+
+EXAMPLES = r"""
+- name: Start every rank in stages
+  vllm_staged_start:
+    ranks:
+      - {host: spark-a, rank: 0, ssh: [ssh, root@spark-a], container: spark-serve-rank0}
+      - {host: spark-b, rank: 1, ssh: [ssh, root@spark-b], container: spark-serve-rank1}
+    compose_dir: /etc/spark-serve
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+ready:
+  description: Whether /health answered 200 with every rank running.
+  returned: always
+  type: bool
+seconds:
+  description: Seconds from the start to ready or to the failure.
+  returned: always
+  type: float
+timeline:
+  description: Stages reached per rank with their times.
+  returned: always
+  type: list
+failed_rank:
+  description: Rank that failed first.
+  returned: failed
+  type: int
+reason:
+  description: Why it failed.
+  returned: failed
+  type: str
+logs:
+  description: Controller paths of the saved log lines.
+  returned: failed
+  type: list
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+if __name__ == "__main__":
+    AnsibleModule(argument_spec={}).fail_json(msg="vllm_staged_start runs as an action plugin on the controller")

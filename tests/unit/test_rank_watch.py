@@ -1,0 +1,44 @@
+"""Reading rank state from container state and real vLLM log lines."""
+
+from rank_watch import STAGES, failure_reason, rank_verdict, stage_of, timeouts
+
+HEAD_WAITING = [
+    "(Worker pid=36) INFO 11-29 11:51:58 [parallel_state.py:1906] world_size=2 rank=0 local_rank=0 "
+    "distributed_init_method=tcp://10.253.1.10:29501 backend=gloo",
+]
+FAILED = HEAD_WAITING + [
+    "(Worker_TP0 pid=38) ERROR 11-29 11:57:49 [multiproc_executor.py:1063] WorkerProc failed to start.",
+    "(Worker_TP0 pid=38) ERROR 11-29 11:57:49 [multiproc_executor.py:1063] Traceback (most recent call last):",
+    "(Worker_TP0 pid=38) ERROR 11-29 11:57:49 [multiproc_executor.py:1063]     raise RuntimeError(",
+    "(Worker_TP0 pid=38) ERROR 11-29 11:57:49 [multiproc_executor.py:1063] RuntimeError: aot_compile is not "
+    "supported by the current configuration.",
+]
+
+
+def test_stage_follows_the_log():
+    assert STAGES[stage_of([])][0] == "container started"
+    assert STAGES[stage_of(HEAD_WAITING)][0] == "waiting for ranks"
+    assert STAGES[stage_of(HEAD_WAITING + ["INFO Starting vLLM API server 0 on http://0.0.0.0:8000"])][0] == "serving"
+
+
+def test_failure_names_the_line_and_the_exception():
+    reason = failure_reason(FAILED)
+    assert reason.startswith("(Worker_TP0 pid=38) ERROR") and "WorkerProc failed to start" in reason
+    assert reason.endswith("RuntimeError: aot_compile is not supported by the current configuration.")
+    assert failure_reason(HEAD_WAITING) is None
+
+
+def test_verdicts():
+    assert rank_verdict("running", 0, HEAD_WAITING) == (True, "waiting for ranks", None)
+    ok, _, reason = rank_verdict("exited", 0, HEAD_WAITING)
+    assert not ok and reason == "container exited (exit code 0)"  # a worker that exits 0 is still dead
+    ok, _, reason = rank_verdict(None, None, [])
+    assert not ok and "missing" in reason
+    assert not rank_verdict("running", 0, FAILED)[0]
+
+
+def test_outer_timeout_always_exceeds_the_engines_own():
+    assert timeouts(900) == (600, 1020)
+    assert timeouts(60, backend="gloo") == (1800, 1920)
+    inner, outer = timeouts(300, distributed_timeout_s=300)
+    assert outer > inner
