@@ -44,7 +44,8 @@ def main():
     profile = "testbed" if NODES == "2" else "testbed-single"
     endpoint = f"http://{tb.NODE_IPS[0]}:8000/v1"
     print(f"\nendpoint: {endpoint}  (model tiny-llama, profile {profile}, TP{NODES} across {NODES} test node(s))")
-    for args_file in sorted((ROOT / ".spark-serve" / profile).glob("rank*.args.json")):
+    state = ROOT / ".testbed" / os.environ.get("SPARK_TESTBED_INSTANCE", "0") / "spark-serve" / profile
+    for args_file in sorted(state.glob("rank*.args.json")):
         rendered = json.loads(args_file.read_text())
         print(f"{args_file.stem}: {' '.join(rendered['argv'])}")
         print(f"  predicted block {rendered['effective_block']} tokens; env {json.dumps(rendered['env'])}")
