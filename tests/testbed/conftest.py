@@ -32,9 +32,9 @@ def node_exec(index, command, timeout=120):
     return run(["docker", "exec", f"spark-serve-tb{INSTANCE}-node-{index}", "sh", "-c", command], timeout=timeout)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def testbed():
-    """A running two-node test bed (started if needed; left running for the next test)."""
+    """A running two-node test bed (started if needed, e.g. after a Molecule scenario destroyed it; left running)."""
     rc, out = run([sys.executable, str(ROOT / "tests/testbed/testbed.py"), "up", "--nodes", "2"], timeout=1800)
     assert rc == 0, out
     return {"instance": INSTANCE, "state": ROOT / ".testbed" / INSTANCE}
