@@ -28,11 +28,11 @@ lint: install
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 
 unit: install
-	$(VENV)/bin/pytest -m "not engine and not playbook"
+	$(VENV)/bin/pytest -m "not engine and not playbook and not testbed"
 
 # Everything: install, lint, unit, playbook and real-engine tiers.
 test: install system engine lint
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(VENV)/bin/pytest
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(VENV)/bin/pytest --durations=40
 
 # The main job on the built-in two-node test bed: real vLLM CPU engine, TP2 across two test nodes.
 demo: install system engine
