@@ -48,7 +48,8 @@ def main():
     for args_file in sorted(state.glob("rank*.args.json")):
         rendered = json.loads(args_file.read_text())
         print(f"{args_file.stem}: {' '.join(rendered['argv'])}")
-        print(f"  predicted block {rendered['effective_block']} tokens; env {json.dumps(rendered['env'])}")
+        print(f"  predicted block {rendered['effective_block']} tokens; profile env {json.dumps(rendered['env'])} "
+              "(plus the RoCE/NCCL and offline-cache env of each node)")
     body = json.dumps({"model": "tiny-llama", "max_tokens": 12,
                        "messages": [{"role": "user", "content": "Say hello to the Spark pair."}]}).encode()
     request = urllib.request.Request(f"{endpoint}/chat/completions", data=body,
