@@ -9,11 +9,11 @@ Documentation: library/vllm_staged_start.py.
 """
 
 import os
+import re
 import shlex
 import subprocess
-import time
-
 import sys
+import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -87,7 +87,7 @@ class ActionModule(ActionBase):
         display.display(f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
                         f"this watch gives up after {outer} s (always longer)")
         started = time.monotonic()
-        self.clean(ranks, port)
+        self.clean(ranks, [port] + ([int(args.get('master_port', 29501))] if len(ranks) > 1 else []))
         timeline = []
         for rank in [r for r in ranks if r.rank != 0] + [ranks[0]]:  # workers first, then the head
             rc, out, err = rank.up()
@@ -128,15 +128,41 @@ class ActionModule(ActionBase):
         return self.failed(result, ranks, head, f"not ready after {outer} s (outer timeout)", started, log_dir,
                            timeline)
 
-    def clean(self, ranks, port):
-        """Remove this service's containers on every node, and refuse a port some other process holds."""
+    def clean(self, ranks, ports):
+        """Remove this service's containers on every node, then any other container holding the head's ports
+        (an earlier launcher's engine); refuse a port a process outside any container holds."""
         for rank in ranks:
             rank.down()
             rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1", timeout=60)
-        rc, out, _ = ranks[0].run(f"ss -ltnpH 'sport = :{port}'", timeout=15)
+        head = ranks[0]
+        holders = self.port_holders(head, ports)
+        for container, port in sorted(holders.items()):
+            display.display(f"[vllm] {head.label}: removing container {container}, which holds port {port}")
+            head.run(f"docker rm -f {shlex.quote(container)} >/dev/null", timeout=60)
+        rc, out, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
         if out.strip():
-            raise AnsibleActionFail(f"{ranks[0].label}: port {port} is still held after removing this service's "
-                                    f"containers: {out.strip()} -- stop that process first; nothing was started")
+            raise AnsibleActionFail(f"{head.label}: port(s) {', '.join(map(str, ports))} still held after removing "
+                                    f"this service's containers: {out.strip()} -- stop that process first; "
+                                    f"nothing was started")
+
+    @staticmethod
+    def port_holders(head, ports):
+        """{container name: port} for running containers whose processes listen on one of `ports`."""
+        _, listeners, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
+        pids = {}
+        for line in listeners.splitlines():
+            port = line.split()[3].rsplit(":", 1)[-1] if len(line.split()) > 3 else "?"
+            pids.update({pid: port for pid in re.findall(r"pid=(\d+)", line)})
+        if not pids:
+            return {}
+        _, table, _ = head.run("for c in $(docker ps -q); do echo \"$(docker inspect -f '{{.Name}}' $c) "
+                               "$(docker top $c -eo pid | tail -n +2 | tr '\\n' ' ')\"; done", timeout=60)
+        holders = {}
+        for line in table.splitlines():
+            name, *container_pids = line.split()
+            for pid in set(container_pids) & pids.keys():
+                holders[name.lstrip("/")] = pids[pid]
+        return holders
 
     def failed(self, result, ranks, culprit, reason, started, log_dir, timeline):
         elapsed = time.monotonic() - started

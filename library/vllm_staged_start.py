@@ -6,8 +6,9 @@ DOCUMENTATION = r"""
 module: vllm_staged_start
 short_description: Start a multi-node vLLM service in stages and fail fast on a dead rank
 description:
-  - Runs on the controller. Removes this service's stale containers on every node (and refuses a port another
-    process holds), starts the headless workers, then the head, and watches every rank at once (container state,
+  - Runs on the controller. Removes this service's stale containers on every node and any other container that
+    holds the head's API or rendezvous port (named in the output); refuses a port a process outside any container
+    holds. Then starts the headless workers, then the head, and watches every rank at once (container state,
     failure lines in the log such as C(WorkerProc failed to start), C(DistStoreError), tracebacks, and the head's
     /health), printing elapsed time and stage reached.
   - On the first dead rank it stops every rank (SIGTERM, then the container), saves each rank's last log lines on
@@ -33,6 +34,10 @@ options:
     description: API port of the head.
     type: int
     default: 8000
+  master_port:
+    description: Rendezvous port on the head (multi-node only).
+    type: int
+    default: 29501
   expected_load_s:
     description: Expected seconds from start to ready.
     type: int

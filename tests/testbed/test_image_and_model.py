@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testbed.conftest import BIN, INSTANCE, ROOT, node_exec, run
+from tests.testbed.helpers import BIN, INSTANCE, ROOT, node_exec, run
 
 pytestmark = pytest.mark.testbed
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testbed.conftest import BIN, ROOT, run
+from tests.testbed.helpers import BIN, ROOT, run
 
 pytestmark = pytest.mark.testbed
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))

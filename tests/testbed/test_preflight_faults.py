@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests.testbed.conftest import BIN, INSTANCE, ROOT, node_exec, run
+from tests.testbed.helpers import BIN, INSTANCE, ROOT, node_exec, run
 
 pytestmark = pytest.mark.testbed
 

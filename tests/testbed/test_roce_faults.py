@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.testbed.conftest import INSTANCE, node_exec, playbook
+from tests.testbed.helpers import INSTANCE, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 

@@ -1,45 +1,22 @@
 """site.yml on the two-node test bed with the real vLLM CPU engine (TP2): serving, idempotence, liveness, faults.
 
 Every fault test asserts the time to detection and the end state. Times are printed; they are measured, not
-asserted against a stopwatch, except the issue's own bound (a dead rank found within 10 s).
+asserted against a stopwatch, except the issue's own bound (a dead rank found within 10 s). The scenarios live in
+tests/testbed/service_faults.py, which tests/bench/start_faults_bench.py also runs.
 """
 
 import json
-import subprocess
 import sys
+import threading
 import time
-import urllib.request
+import urllib.error
 
 import pytest
 
-from tests.testbed.conftest import BIN, ENV_BASE, INSTANCE, ROOT, node_exec, playbook, run
+from tests.testbed import service_faults as sf
+from tests.testbed.helpers import ROOT, node_exec, playbook, run
 
 pytestmark = pytest.mark.testbed
-HEAD = f"http://10.253.{16 * int(INSTANCE)}.10:8000"
-
-
-def post(path, body, timeout=120):
-    request = urllib.request.Request(HEAD + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    return urllib.request.urlopen(request, timeout=timeout)
-
-
-def health():
-    try:
-        with urllib.request.urlopen(HEAD + "/health", timeout=5) as response:
-            return response.status
-    except OSError:
-        return None
-
-
-def engine_containers(index):
-    rc, out = node_exec(index, "docker ps -q --filter name=spark-serve-rank")
-    return out.split() if rc == 0 else []
-
-
-def container_identity(index):
-    rc, out = node_exec(index, f"docker inspect -f '{{{{.Id}}}} {{{{.State.StartedAt}}}}' spark-serve-rank{index}")
-    return out.strip() if rc == 0 else None
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +33,13 @@ def deployed(testbed):
     return out
 
 
-def redeploy():
-    rc, out = playbook("site.yml", "inventories/testbed-pair", "--tags", "deploy", timeout=1800)
-    assert rc == 0, out[-6000:]
-    return out
+@pytest.fixture
+def serving(deployed):
+    sf.ensure_serving()
 
 
-def test_pair_serves_streaming_chat_and_prefix_cache_hits(deployed):
-    with post("/v1/chat/completions", {"model": "tiny-llama", "stream": True, "max_tokens": 8,
-                                       "messages": [{"role": "user", "content": "stream please"}]}) as response:
+def test_pair_serves_streaming_chat_and_prefix_cache_hits(serving):
+    with sf.post("/v1/chat/completions", sf.chat("stream please", stream=True)) as response:
         events = [line for line in response.read().decode().splitlines() if line.startswith("data: ")]
     assert events[-1] == "data: [DONE]"
     deltas = [json.loads(e[6:])["choices"][0]["delta"] for e in events[:-1] if json.loads(e[6:])["choices"]]
@@ -73,85 +48,160 @@ def test_pair_serves_streaming_chat_and_prefix_cache_hits(deployed):
     prompt = " ".join(f"token{i % 50}" for i in range(600))  # several 128-token CPU blocks
     usage = []
     for _ in range(2):
-        with post("/v1/chat/completions", {"model": "tiny-llama", "max_tokens": 4,
-                                           "messages": [{"role": "user", "content": prompt}]}) as response:
+        with sf.post("/v1/chat/completions", sf.chat(prompt, max_tokens=4)) as response:
             usage.append(json.load(response)["usage"])
     cached = (usage[1].get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     print(f"\n[prefix cache] prompt {usage[1]['prompt_tokens']} tokens, repeat cached {cached}")
     assert cached > 0
 
 
-def test_rerun_with_nothing_changed_restarts_nothing(deployed):
-    before = [container_identity(i) for i in range(2)]
-    started = time.monotonic()
-    out = redeploy()
-    seconds = time.monotonic() - started
-    recap = [line for line in out.splitlines() if line.startswith("node-")]
-    print(f"\n[no-op rerun] {seconds:.0f} s; {recap}")
-    assert all("changed=0" in line for line in recap), recap
-    assert [container_identity(i) for i in range(2)] == before
+def test_warmup_covered_a_long_prompt_and_a_tool_call(deployed):
+    for name in ("short-chat", "long-prompt", "tool-call"):
+        assert f"(item={name})" in deployed, f"warm-up request {name} was not sent"
 
 
-def test_status_reports_a_dead_worker_while_head_health_is_200(deployed):
+def test_rerun_with_nothing_changed_restarts_nothing(serving):
+    result = sf.noop_rerun()
+    print(f"\n[no-op rerun] {result['seconds']:.0f} s, changed={result['changed']}, restarts={result['restarts']}")
+    assert result["rc"] == 0, result["out"][-6000:]
+    assert result["changed"] == 0 and result["restarts"] == 0, sf.recap(result["out"])
+
+
+def test_status_reports_a_dead_worker_while_head_health_is_200(serving):
     rc, out = playbook("playbooks/status.yml")
     assert rc == 0, out[-3000:]
-    node_exec(1, "docker kill spark-serve-rank1")
-    killed = time.monotonic()
-    assert health() == 200, "vLLM's /health should still say 200 with a dead worker (that is the point)"
-    rc, out = playbook("playbooks/status.yml")
-    seconds = time.monotonic() - killed
-    print(f"\n[dead worker after ready] status.yml reported it {seconds:.1f} s after the kill "
+    result = sf.kill_worker_after_ready()
+    print(f"\n[dead worker after ready] status.yml reported it {result['seconds']:.1f} s after the kill "
           f"(engine: never, /health stays 200)")
-    assert rc != 0
-    assert "node-1 (rank 1): exited" in out
-    assert "site.yml --tags deploy" in out
-    assert seconds < 10
-    redeploy()
-    assert health() == 200
+    assert result["health"] == 200, "vLLM's /health should still say 200 with a dead worker (that is the point)"
+    assert result["rc"] != 0
+    assert "node-1 (rank 1): exited" in result["out"]
+    assert "site.yml --tags deploy" in result["out"]
+    assert result["seconds"] < 10
 
 
-def test_stale_containers_are_replaced(deployed):
-    image = json.loads((ROOT / ".testbed" / INSTANCE / "engine-image.json").read_text())
+def test_stale_containers_and_port_squatters_are_replaced(serving):
+    image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())
     ref = f"{image['name']}@{image['digest']}"
     node_exec(1, "docker rm -f spark-serve-rank1 >/dev/null 2>&1; "
                  f"docker run -d --name spark-serve-rank1 --entrypoint sleep {ref} 600")
-    out = redeploy()
+    # Another launcher's container on the head, holding the API port.
+    node_exec(0, "docker rm -f spark-serve-rank0 >/dev/null 2>&1; docker run -d --name old-launcher --network host "
+                 f"--entrypoint /opt/vllm/bin/python {ref} -m http.server 8000")
+    rc, out = sf.deploy()
+    assert rc == 0, out[-6000:]
     assert "ready: /health 200" in out
+    assert "old-launcher" in out, "the removed port holder must be named"
     rc, cmd = node_exec(1, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank1")
     assert "--headless" in cmd, cmd
+    rc, _ = node_exec(0, "docker inspect old-launcher")
+    assert rc != 0, "the container holding the port was left"
 
 
-def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
-    overrides = json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}})
-    proc = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "site.yml",
-                             "--tags", "deploy", "-e", overrides], cwd=ROOT, env=ENV_BASE,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    killed = detected = None
-    lines = []
-    deadline = time.monotonic() + 900
-    for line in proc.stdout:
-        lines.append(line)
-        if killed is None and "[vllm]" in line and "rank 1 (node-1)" in line:
-            node_exec(1, "docker kill spark-serve-rank1")
-            killed = time.monotonic()
-        if "DETECTED" in line and detected is None:
-            detected = time.monotonic()
-        if time.monotonic() > deadline:
-            proc.kill()
-            break
-    proc.wait(timeout=120)
-    out = "".join(lines)
-    assert killed is not None, out[-3000:]
-    assert proc.returncode != 0
-    assert detected is not None, out[-3000:]
-    seconds = detected - killed
-    print(f"\n[worker killed during start] detected {seconds:.1f} s after the kill "
-          f"(engine's own gloo timeout: 1801 s, ratio {seconds / 1801:.4f})")
-    assert seconds < 10
+def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(serving):
+    result = sf.kill_worker_during_start()
+    out = result["out"]
+    assert result["seconds"] is not None, out[-3000:]
+    print(f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
+          f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})")
+    assert result["rc"] != 0
+    assert result["seconds"] < 10
     assert "rank 1 (node-1) failed first" in out
-    assert engine_containers(0) == [] and engine_containers(1) == [], "a rank was left running"
-    rc, snapshot = node_exec(0, "ls /var/lib/spark-serve/huggingface/hub/models--spark-serve--tiny-llama/snapshots")
-    assert rc == 0 and snapshot.strip(), "the model cache must stay"
-    logs = sorted((ROOT / ".spark-serve" / "logs").glob("*/rank1-node-1.log"))
-    assert logs, "the failed ranks' logs must be collected on the controller"
-    redeploy()
+    assert result["running"] == [], "a rank was left running"
+    assert result["cache_intact"], "the model cache must stay"
+    assert result["worker_logs"], "the failed ranks' logs must be collected on the controller"
+
+
+def test_stale_overlay_is_refused_before_the_running_service_is_touched(serving, tmp_path):
+    before = [sf.container_identity(i) for i in range(2)]
+    image_file = sf.image_source("platforms/interface.py")
+    stale_text, removed = sf.without_method(image_file, "Platform", "validate_environ")
+    (tmp_path / "interface_stale.py").write_text(stale_text)
+    (tmp_path / "interface_upstreamed.py").write_text("# our fix, merged upstream since\n" + image_file)
+    overlays = [{"src": str(tmp_path / "interface_stale.py"), "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"},
+                {"src": str(tmp_path / "interface_upstreamed.py"),
+                 "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"},
+                {"src": str(tmp_path / "interface_upstreamed.py"), "dest": f"{sf.IMAGE_VLLM}/platforms/gone.py"}]
+    started = time.monotonic()
+    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": {"overlays": overlays}}))
+    print(f"\n[stale overlay] refused after {time.monotonic() - started:.1f} s (missing {removed}); "
+          "the running service was not touched")
+    assert rc != 0
+    assert "2 overlay problem(s)" in out, out[-4000:]
+    assert f"overlays[0] ({overlays[0]['src']} -> {overlays[0]['dest']}): lacks 1 name(s)" in out
+    assert removed in out
+    assert "overlays[2]" in out and "the image has no file at" in out
+    assert "overlays[1]" in out and "obsolete" in out
+    assert [sf.container_identity(i) for i in range(2)] == before
+    assert sf.health() == 200
+
+
+def test_worker_that_cannot_start_is_found_in_seconds(serving, tmp_path):
+    result = sf.worker_cannot_start(tmp_path)
+    out = result["out"]
+    assert result["seconds"] is not None, out[-4000:]
+    print(f"\n[worker cannot start] detected {result['seconds']:.1f} s after the worker exited (engine's own gloo "
+          f"timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})")
+    assert result["rc"] != 0
+    assert result["seconds"] < 10
+    assert "rank 1 (node-1) failed first" in out
+    assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
+    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
+
+
+def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving, tmp_path):
+    """(e) A change that restarts every rank while streaming requests run finishes without a hang; the change
+    turns on an API key, which must then guard the API and appear nowhere it must not."""
+    secret = f"sk-spark-serve-{time.time_ns()}"
+    key_file = tmp_path / "api.key"
+    key_file.write_text(secret + "\n")
+    streams = []
+
+    def stream():
+        record = {"tokens": 0, "done": False, "error": None}
+        streams.append(record)
+        try:
+            with sf.post("/v1/chat/completions", sf.chat("count", max_tokens=1500, stream=True, ignore_eos=True),
+                         timeout=60) as response:
+                for line in response:
+                    record["tokens"] += line.startswith(b"data: {")
+                    record["done"] |= line.strip() == b"data: [DONE]"
+        except (OSError, urllib.error.URLError) as error:
+            record["error"] = repr(error)
+        record["ended"] = time.monotonic()
+
+    clients = [threading.Thread(target=stream) for _ in range(2)]
+    for client in clients:
+        client.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (len(streams) == 2 and all(s["tokens"] for s in streams)):
+        time.sleep(0.2)
+    assert all(s["tokens"] for s in streams), f"streams never started: {streams}"
+    started = time.monotonic()
+    rc, out = sf.deploy("-e", json.dumps({"vllm_service_api_key_file": str(key_file)}))
+    seconds = time.monotonic() - started
+    for client in clients:
+        client.join(timeout=120)
+    assert not any(client.is_alive() for client in clients), "a streaming client hung"
+    print(f"\n[restart with 2 streams in flight] site.yml deploy {seconds:.0f} s; streams ended "
+          f"{[round(s['ended'] - started, 1) for s in streams]} s into it after "
+          f"{[s['tokens'] for s in streams]} chunks ({[s['error'] or 'complete' for s in streams]})")
+    assert rc == 0, out[-6000:]
+    assert "ready: /health 200 and all 2 rank(s) running" in out
+    assert all(s["ended"] - started < seconds for s in streams), "a stream outlived the restart"
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        sf.post("/v1/chat/completions", sf.chat("no key"))
+    assert refused.value.code == 401
+    with sf.post("/v1/chat/completions", sf.chat("with key"), api_key=secret) as response:
+        assert response.status == 200
+    leaks = {place: shown for place, shown in sf.where_the_key_shows(secret).items() if shown}
+    assert secret not in out, "the key appeared in the playbook's output"
+    for path in (ROOT / ".spark-serve").rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), f"the key was written to {path}"
+    assert leaks == {}, leaks
+    _, env_file = node_exec(0, "stat -c '%a %U' /etc/spark-serve/secrets.env")
+    assert env_file.split() == ["600", "root"], env_file
+    rc, out = sf.deploy()  # back to the profile without a key, for whatever runs next
+    assert rc == 0, out[-6000:]

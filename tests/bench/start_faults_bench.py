@@ -1,0 +1,49 @@
+"""Benchmark: how fast the staged start and status.yml find a dead rank, against the engine's own timeouts.
+
+On the served test-bed pair (run `make demo` first), with the real vLLM CPU engine:
+  (a) worker killed while the head waits / loads      seconds from the kill to the start watch's DETECTED line
+  (b) worker cannot start (its import fails)          seconds from the worker's exit to DETECTED
+  (d) worker killed after ready (/health still 200)   seconds from the kill to status.yml's report
+each with its ratio to the engine's own bound (gloo 1801 s on this CPU build; NCCL 601 s on Sparks), and the no-op
+rerun of the deploy stage: wall time, changed count, containers restarted (must be 0).
+
+    python tests/bench/start_faults_bench.py
+"""
+
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.testbed import service_faults as sf  # noqa: E402
+
+
+def main():
+    sf.ensure_serving()
+    noop = sf.noop_rerun()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for label, scenario in [("(a) worker killed during start", sf.kill_worker_during_start),
+                                ("(b) worker cannot start", lambda: sf.worker_cannot_start(Path(folder))),
+                                ("(d) worker killed after ready", sf.kill_worker_after_ready)]:
+            sf.ensure_serving()
+            result = scenario()
+            rows.append((label, result["seconds"], result["rc"]))
+    sf.ensure_serving()
+
+    print("\n| fault | detected after (s) | ratio to gloo 1801 s | ratio to NCCL 601 s | playbook rc |")
+    print("|---|---|---|---|---|")
+    for label, seconds, rc in rows:
+        if seconds is None:
+            print(f"| {label} | not detected | - | - | {rc} |")
+            continue
+        print(f"| {label} | {seconds:.1f} | {seconds / sf.GLOO_TIMEOUT_S:.4f} | {seconds / sf.NCCL_TIMEOUT_S:.4f} "
+              f"| {rc} |")
+    print("\n| no-op rerun (site.yml --tags deploy) | wall (s) | changed | containers restarted |")
+    print("|---|---|---|---|")
+    print(f"| pair | {noop['seconds']:.1f} | {noop['changed']} | {noop['restarts']} |")
+
+
+if __name__ == "__main__":
+    main()

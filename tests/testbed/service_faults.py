@@ -1,0 +1,188 @@
+"""The served pair on the test bed and the faults the staged start must survive, shared by
+tests/testbed/test_service.py (which asserts) and tests/bench/start_faults_bench.py (which prints figures).
+
+Every scenario runs the project's real playbooks against the real vLLM CPU engine and returns what it measured.
+"""
+
+import ast
+import json
+import re
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_exec, playbook
+
+HEAD = f"http://10.253.{16 * int(INSTANCE)}.10:8000"
+MODEL = "tiny-llama"
+PAIR = "inventories/testbed-pair"
+# The engine's own bound when a rank never arrives: the CPU build's gloo default (FACTS §5) and NCCL's.
+GLOO_TIMEOUT_S, NCCL_TIMEOUT_S = 1801, 601
+IMAGE_VLLM = "/opt/vllm/lib/python3.11/site-packages/vllm"  # where the test-bed image installs vLLM
+
+
+def post(path, body, timeout=120, api_key=None):
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(HEAD + path, data=json.dumps(body).encode(), headers=headers)
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def chat(content, max_tokens=8, **body):
+    return {"model": MODEL, "max_tokens": max_tokens, "messages": [{"role": "user", "content": content}], **body}
+
+
+def health():
+    try:
+        with urllib.request.urlopen(HEAD + "/health", timeout=5) as response:
+            return response.status
+    except (OSError, urllib.error.HTTPError):
+        return None
+
+
+def engine_containers(index):
+    rc, out = node_exec(index, "docker ps -q --filter name=spark-serve-rank")
+    return out.split() if rc == 0 else []
+
+
+def container_identity(index):
+    rc, out = node_exec(index, f"docker inspect -f '{{{{.Id}}}} {{{{.State.StartedAt}}}}' spark-serve-rank{index}")
+    return out.strip() if rc == 0 else None
+
+
+def recap(out):
+    """{host: {'ok': n, 'changed': n, ...}} from a playbook's PLAY RECAP."""
+    hosts = {}
+    for host, counts in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M):
+        hosts[host] = {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", counts)}
+    return hosts
+
+
+def deploy(*extra, inventory=PAIR, timeout=1800):
+    """site.yml's deploy stage (validate + staged start): (rc, output)."""
+    return playbook("site.yml", inventory, "--tags", "deploy", *extra, timeout=timeout)
+
+
+def ensure_serving():
+    """Redeploy the unchanged profile unless the pair already serves (after a fault left it stopped)."""
+    if health() == 200 and all(engine_containers(i) for i in range(2)):
+        return
+    rc, out = deploy()
+    assert rc == 0, out[-6000:]
+
+
+def noop_rerun():
+    before = [container_identity(i) for i in range(2)]
+    started = time.monotonic()
+    rc, out = deploy()
+    return {"rc": rc, "out": out, "seconds": time.monotonic() - started,
+            "changed": sum(counts.get("changed", 0) for counts in recap(out).values()),
+            "restarts": sum(a != b for a, b in zip(before, [container_identity(i) for i in range(2)]))}
+
+
+def watched_deploy(extra_vars, on_line, timeout=900):
+    """Run the deploy stage, calling on_line(line) for every output line; returns (rc, output, {event: time})."""
+    proc = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", PAIR, "site.yml", "--tags", "deploy",
+                             "-e", json.dumps(extra_vars)], cwd=ROOT, env=ENV_BASE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, marks = [], {}
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        lines.append(line)
+        if "DETECTED" in line:
+            marks.setdefault("detected", time.time())
+        on_line(line, marks)
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    proc.wait(timeout=120)
+    return proc.returncode, "".join(lines), marks
+
+
+def end_state():
+    """What a failed start must leave: no engine container on any node, the cache, the collected logs."""
+    rc, snapshot = node_exec(0, "ls /var/lib/spark-serve/huggingface/hub/models--spark-serve--tiny-llama/snapshots")
+    return {"running": engine_containers(0) + engine_containers(1),
+            "cache_intact": rc == 0 and bool(snapshot.strip()),
+            "worker_logs": sorted((ROOT / ".spark-serve" / "logs").glob("*/rank1-node-1.log"))}
+
+
+def kill_worker_during_start():
+    """(a) The worker is killed while the head waits for it / loads."""
+    def kill_worker_once_started(line, marks):
+        if "killed" not in marks and "[vllm]" in line and "rank 1 (node-1)" in line:
+            node_exec(1, "docker kill spark-serve-rank1")
+            marks["killed"] = time.time()
+
+    # A changed engine argument, so the start really happens (the unchanged profile would restart nothing).
+    rc, out, marks = watched_deploy({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}},
+                                    kill_worker_once_started)
+    seconds = marks["detected"] - marks["killed"] if {"detected", "killed"} <= marks.keys() else None
+    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
+
+
+def image_source(relative):
+    """Text of a file of the pinned engine image (read with `docker run cat` on node 0; test set-up only)."""
+    image = json.loads((ROOT / ".testbed" / INSTANCE / "engine-image.json").read_text())
+    rc, out = node_exec(0, f"docker run --rm --network none --entrypoint cat {image['name']}@{image['digest']} "
+                           f"{IMAGE_VLLM}/{relative}")
+    assert rc == 0, out
+    return out
+
+
+def without_method(source, class_name, preferred):
+    """`source` with one method of `class_name` deleted (the preferred one when the class defines it): the
+    overlay that was written against an older engine file (seed 000: no `validate_environ`)."""
+    tree = ast.parse(source)
+    cls = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name)
+    methods = [node for node in cls.body if isinstance(node, ast.FunctionDef)]
+    victim = next((m for m in methods if m.name == preferred), methods[-1])
+    first = min([victim.lineno] + [d.lineno for d in victim.decorator_list])
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:first - 1] + lines[victim.end_lineno:]), f"{class_name}.{victim.name}"
+
+
+def worker_cannot_start(folder):
+    """(b) The worker dies at import: an overlay (valid names, so the overlay check passes) that raises on import,
+    mounted on the worker only, as when an image and its overlays diverge on one node."""
+    relative = "platforms/interface.py"
+    broken = folder / "interface_raises.py"
+    broken.write_text(image_source(relative) + "\nraise ImportError('spark-serve fault test: overlay breaks the "
+                                               "import')\n")
+    overlay = [{"src": str(broken), "dest": f"{IMAGE_VLLM}/{relative}"}]
+    started = time.time()
+    rc, out, marks = watched_deploy({"vllm_service_overlays": "{{ " + json.dumps(overlay) + " if inventory_hostname"
+                                     " == 'node-1' else [] }}"}, lambda line, marks: None)
+    # The worker's own exit time, from the node's Docker event log.
+    _, events = node_exec(1, f"docker events --since {int(started)} --until {int(time.time()) + 1} "
+                             "--filter container=spark-serve-rank1 --filter event=die --format '{{.TimeNano}}'")
+    died = [int(stamp) / 1e9 for stamp in events.split() if stamp.isdigit()]
+    seconds = marks["detected"] - died[0] if died and "detected" in marks else None
+    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
+
+
+def kill_worker_after_ready():
+    """(d) The worker dies after ready: the head's /health stays 200, status.yml must say so."""
+    node_exec(1, "docker kill spark-serve-rank1")
+    killed = time.monotonic()
+    health_after_kill = health()
+    rc, out = playbook("playbooks/status.yml")
+    return {"rc": rc, "out": out, "seconds": time.monotonic() - killed, "health": health_after_kill,
+            "engine_timeout_s": None}
+
+
+def where_the_key_shows(secret):
+    """Every place the API key must never appear, each mapped to whether it does."""
+    found = {"controller process list": secret in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                                                 text=True).stdout}
+    for index in range(2):
+        for place, command in {"compose file": "cat /etc/spark-serve/compose.yaml",
+                               "process list": "ps -eo args",
+                               "engine log": f"docker logs spark-serve-rank{index} 2>&1",
+                               "container argv": f"docker inspect -f '{{{{json .Config.Cmd}}}} {{{{json .Args}}}}' "
+                                                 f"spark-serve-rank{index}"}.items():
+            _, out = node_exec(index, command)
+            found[f"node-{index} {place}"] = secret in out
+    return found
