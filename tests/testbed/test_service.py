@@ -25,6 +25,8 @@ def deployed(testbed):
     assert rc == 0, out[-3000:]
     rc, out = playbook("molecule/shared/dgx_os.yml")
     assert rc == 0, out[-3000:]
+    for index in range(2):  # a service left by `make demo` would make this run a no-op without a start
+        node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
     started = time.monotonic()
     rc, out = playbook("site.yml", timeout=3600)
     print(f"\n[site.yml] first run {time.monotonic() - started:.0f} s")
@@ -158,13 +160,17 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     streams = []
 
     def stream():
-        record = {"tokens": 0, "done": False, "error": None}
+        record = {"tokens": 0, "done": False, "error": None, "finish_reason": None}
         streams.append(record)
         try:
             with sf.post("/v1/chat/completions", sf.chat("count", max_tokens=1500, stream=True, ignore_eos=True),
                          timeout=60) as response:
                 for line in response:
-                    record["tokens"] += line.startswith(b"data: {")
+                    if line.startswith(b"data: {"):
+                        record["tokens"] += 1
+                        choices = json.loads(line[6:])["choices"]
+                        record["finish_reason"] = (choices[0].get("finish_reason") if choices else None) \
+                            or record["finish_reason"]
                     record["done"] |= line.strip() == b"data: [DONE]"
         except (OSError, urllib.error.URLError) as error:
             record["error"] = repr(error)
@@ -185,7 +191,8 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     assert not any(client.is_alive() for client in clients), "a streaming client hung"
     print(f"\n[restart with 2 streams in flight] site.yml deploy {seconds:.0f} s; streams ended "
           f"{[round(s['ended'] - started, 1) for s in streams]} s into it after "
-          f"{[s['tokens'] for s in streams]} chunks ({[s['error'] or 'complete' for s in streams]})")
+          f"{[s['tokens'] for s in streams]} chunks (finish reason / error: "
+          f"{[s['error'] or s['finish_reason'] for s in streams]})")
     assert rc == 0, out[-6000:]
     assert "ready: /health 200 and all 2 rank(s) running" in out
     assert all(s["ended"] - started < seconds for s in streams), "a stream outlived the restart"
