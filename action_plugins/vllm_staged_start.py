@@ -11,8 +11,10 @@ Documentation: library/vllm_staged_start.py.
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -27,15 +29,15 @@ display = Display()
 
 
 class Rank:
-    def __init__(self, spec, project, compose_dir):
+    def __init__(self, spec, project, compose_dir, control_dir):
         self.host = spec["host"]
         self.rank = int(spec["rank"])
-        self.ssh = list(spec["ssh"])
+        # One multiplexed SSH connection per node: a look at every rank costs milliseconds, not a handshake each.
+        self.ssh = [spec["ssh"][0], "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir}/%C",
+                    "-o", "ControlPersist=120"] + list(spec["ssh"][1:])
         self.container = spec["container"]
         self.compose = f"docker compose -p {shlex.quote(project)} --project-directory {shlex.quote(compose_dir)}"
         self.stage = 0
-        self.failed_at = None
-        self.reason = None
 
     @property
     def label(self):
@@ -48,15 +50,27 @@ class Rank:
             return 124, "", f"timed out after {timeout}s: {command}"
         return proc.returncode, proc.stdout, proc.stderr
 
-    def state(self):
-        rc, out, _ = self.run(f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' "
-                              f"{self.container} 2>/dev/null", timeout=20)
-        parts = out.split()
-        return (parts[0], int(parts[1])) if rc == 0 and len(parts) == 2 else (None, None)
+    def observe(self, health_port=None, tail=400):
+        """(state, exit code, health, last log lines) in one round trip: state None when there is no container,
+        health the HTTP status of /health on `health_port` (the head) or None."""
+        probe = (f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' http://127.0.0.1:{health_port}/health"
+                 if health_port else "printf -")
+        rc, out, _ = self.run(f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {self.container} "
+                              f"2>/dev/null || echo missing -1; {probe}; echo; "
+                              f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
+        lines = out.splitlines()
+        status = lines[0].split() if lines else []
+        state = status[0] if rc == 0 and len(status) == 2 and status[0] != "missing" else None
+        health = lines[1].strip() if len(lines) > 1 and lines[1].strip().isdigit() else None
+        return state, (int(status[1]) if state else None), health, lines[2:]
 
     def log_lines(self, tail=400):
         _, out, err = self.run(f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
         return (out + err).splitlines()
+
+    def close(self):
+        """End the multiplexed connection (its socket lives in a directory the caller removes)."""
+        subprocess.run(self.ssh[:-1] + ["-O", "exit", self.ssh[-1]], capture_output=True, timeout=15)
 
     def down(self):
         # compose stop sends SIGTERM to the engine, waits 10 s, then kills: never a bare SIGKILL first.
@@ -72,22 +86,29 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self._task.args
-        project = args.get("project", "spark-serve")
-        ranks = sorted((Rank(spec, project, args["compose_dir"]) for spec in args["ranks"]), key=lambda r: r.rank)
+        if self._play_context.check_mode:
+            result.update(changed=True, msg="check mode: the service would be (re)started in stages")
+            return result
+        control_dir = tempfile.mkdtemp(prefix="spark-serve-ssh-")
+        ranks = sorted((Rank(spec, self._task.args.get("project", "spark-serve"), self._task.args["compose_dir"],
+                             control_dir) for spec in self._task.args["ranks"]), key=lambda r: r.rank)
+        try:
+            return self.start(result, ranks, self._task.args)
+        finally:
+            for rank in ranks:
+                rank.close()
+            shutil.rmtree(control_dir, ignore_errors=True)
+
+    def start(self, result, ranks, args):
         port = int(args.get("port", 8000))
         poll_s = float(args.get("poll_s", 1))
         inner, outer = timeouts(int(args.get("expected_load_s", 900)), args.get("distributed_timeout_s"),
                                 args.get("backend", "nccl"))
         log_dir = args.get("log_dir")
-        if self._play_context.check_mode:
-            result.update(changed=True, msg="check mode: the service would be (re)started in stages")
-            return result
-
         display.display(f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
                         f"this watch gives up after {outer} s (always longer)")
         started = time.monotonic()
-        self.clean(ranks, [port] + ([int(args.get('master_port', 29501))] if len(ranks) > 1 else []))
+        self.clean(ranks, [port] + ([int(args.get("master_port", 29501))] if len(ranks) > 1 else []))
         timeline = []
         for rank in [r for r in ranks if r.rank != 0] + [ranks[0]]:  # workers first, then the head
             rc, out, err = rank.up()
@@ -102,9 +123,10 @@ class ActionModule(ActionBase):
             elapsed = time.monotonic() - started
             if elapsed > outer:
                 break
+            health = None
             for rank in ranks:
-                state, code = rank.state()
-                lines = rank.log_lines()
+                state, code, rank_health, lines = rank.observe(health_port=port if rank is head else None)
+                health = rank_health if rank is head else health
                 ok, stage, reason = rank_verdict(state, code, lines)
                 new_stage = stage_of(lines)
                 if new_stage > rank.stage:
@@ -112,9 +134,7 @@ class ActionModule(ActionBase):
                     timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
                 if not ok:
                     return self.failed(result, ranks, rank, reason, started, log_dir, timeline)
-            rc, code, _ = head.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/health",
-                                   timeout=15)
-            if code.strip() == "200":
+            if health == "200":
                 timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
                 display.display(f"[vllm] {elapsed:5.0f} s  ready: /health 200 and all {len(ranks)} rank(s) running")
                 result.update(changed=True, ready=True, seconds=round(elapsed, 1), timeline=timeline,
