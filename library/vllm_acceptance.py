@@ -1,0 +1,276 @@
+#!/usr/bin/python
+"""Ansible module: hold a running vLLM server to the fixed acceptance request set and its thresholds."""
+
+DOCUMENTATION = r"""
+---
+module: vllm_acceptance
+short_description: Run the acceptance requests against a vLLM server and decide pass or fail
+description:
+  - Reads C(/metrics), sends a fixed request set one at a time as streaming chat completions (a short answer;
+    one long prompt cold then twice hot; two long sessions alternated A, B, A, B; one forced tool call), reads
+    C(/metrics) again, and checks the thresholds of the profile's C(acceptance) mapping.
+  - Measures per request the time to the first token, decode tokens/s, prompt, completion and cached tokens
+    (C(usage.prompt_tokens_details.cached_tokens); the server needs C(--enable-prompt-tokens-details)), and
+    the prefix cache and speculative decoding counter deltas of C(/metrics).
+  - Every long prompt starts with a new nonce, so no earlier gate run's cache makes the cold request hot.
+  - A rejection does not fail the task (the playbook records it and may roll back); the task fails only when
+    the server does not answer at all. A server that stops answering during the run is a rejection.
+  - Runs on the controller (delegate_to localhost). In check mode nothing is sent.
+options:
+  url:
+    description: Base URL of the head's API, without C(/v1).
+    type: str
+    required: true
+  model:
+    description: Served model name.
+    type: str
+    required: true
+  api_key_file:
+    description: File holding the API key on the controller; the key is sent as a bearer token, never returned.
+    type: path
+  acceptance:
+    description:
+      - Thresholds C(hot_ttft_max_s), C(hit_ratio_min), C(decode_tps_min_ratio) (of O(previous)'s decode
+        tokens/s), C(spec_acceptance_min); sizes C(long_prompt_words) (default 1200), C(max_tokens) (default 16),
+        C(tool_max_tokens) (default 128). Other keys are ignored. The tool call is always checked.
+    type: dict
+    default: {}
+  previous:
+    description: Summary of the last deployment that passed, for C(decode_tps_min_ratio).
+    type: dict
+  timeout_s:
+    description: Timeout of one request (and of each C(/metrics) read), in seconds.
+    type: float
+    default: 600
+author:
+  - spark-serve
+"""
+
+EXAMPLES = r"""
+- name: Hold the started service to the acceptance gate
+  vllm_acceptance:
+    url: http://10.0.0.1:8000
+    model: tiny-llama
+    api_key_file: /etc/spark-serve/api-key
+    acceptance: {hot_ttft_max_s: 1.0, hit_ratio_min: 0.9, decode_tps_min_ratio: 0.95}
+    previous: "{{ last_passed.acceptance.summary }}"
+  delegate_to: localhost
+  run_once: true
+  register: gate
+"""
+
+RETURN = r"""
+passed:
+  description: Whether every threshold and the tool call passed (not returned in check mode).
+  returned: success
+  type: bool
+failures:
+  description: Every failure at once, each naming the request(s), the value, the threshold and the miss.
+  returned: always
+  type: list
+  elements: str
+summary:
+  description: Aggregates (cold_ttft_s, hot_ttft_s, hot_hit_ratio, decode_tps, counter deltas, metrics_hit_ratio,
+    spec_decode_acceptance, tool_call_ok) and the per-request figures under C(requests).
+  returned: always
+  type: dict
+requests:
+  description: Raw per-request measurements (times in seconds from sending, usage, tool calls, errors).
+  returned: always
+  type: list
+  elements: dict
+nonce:
+  description: The nonce at the start of this run's long prompts.
+  returned: success
+  type: str
+skipped:
+  description: True in check mode (nothing was sent).
+  returned: check mode
+  type: bool
+"""
+
+import http.client
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from ansible.module_utils.acceptance import counter_deltas, evaluate, parse_metrics, request_plan, summarize
+except ImportError:  # plain pytest imports the project's module_utils directly
+    from acceptance import counter_deltas, evaluate, parse_metrics, request_plan, summarize
+
+ARGUMENT_SPEC = dict(
+    url=dict(type="str", required=True),
+    model=dict(type="str", required=True),
+    api_key_file=dict(type="path", no_log=False),
+    acceptance=dict(type="dict", default={}),
+    previous=dict(type="dict"),
+    timeout_s=dict(type="float", default=600),
+)
+
+
+class GateUnreachable(RuntimeError):
+    """The server did not answer (refused, reset, timed out): a transport error, not a measurement."""
+
+
+def read_api_key(path):
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().strip() or None
+
+
+def _headers(api_key):
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _http_error_text(err):
+    try:
+        body = err.read().decode("utf-8", "replace")
+    except OSError:
+        body = ""
+    return f"HTTP {err.code} {err.reason}: {body[:300]}" if body else f"HTTP {err.code} {err.reason}"
+
+
+def read_metrics(url, api_key, timeout_s):
+    """{metric: value} from GET <url>/metrics; GateUnreachable when it cannot be read."""
+    request = urllib.request.Request(f"{url}/metrics", headers=_headers(api_key))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return parse_metrics(response.read().decode("utf-8", "replace"))
+    except urllib.error.HTTPError as err:
+        raise GateUnreachable(f"GET {url}/metrics: {_http_error_text(err)}") from err
+    except (urllib.error.URLError, OSError) as err:
+        raise GateUnreachable(f"GET {url}/metrics: {getattr(err, 'reason', err)}") from err
+
+
+def _carries_token(delta):
+    # Reasoning text is generated output too: a reasoning model's first token is a reasoning token.
+    return bool(delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content")
+                or delta.get("tool_calls"))
+
+
+def stream_chat(url, model, planned, api_key, timeout_s):
+    """Send one planned request as a streaming chat completion and measure it.
+
+    Returns the measurement summarize() reads: ttft_s and last_token_s (seconds from sending to the first and
+    last chunk carrying a token), prompt/completion/cached tokens from the final usage chunk, finish_reason,
+    tool_calls (name and accumulated argument text), and error for an HTTP or in-stream error.
+    Raises GateUnreachable when the server does not answer or stops answering.
+    """
+    body = {"model": model, "messages": planned["messages"], "max_tokens": planned["max_tokens"],
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    for key in ("tools", "tool_choice"):
+        if key in planned:
+            body[key] = planned[key]
+    measurement = {"name": planned["name"], "kind": planned["kind"], "ttft_s": None, "last_token_s": None,
+                   "prompt_tokens": None, "completion_tokens": None, "cached_tokens": None,
+                   "finish_reason": None, "tool_calls": []}
+    request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers=_headers(api_key))
+    calls = {}
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            for raw in response:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[len("data:"):].strip()
+                if data == "[DONE]":
+                    break
+                now = time.monotonic() - started
+                if now > timeout_s:
+                    raise GateUnreachable(f"{planned['name']}: no end of the stream within {timeout_s:.0f} s")
+                chunk = json.loads(data)
+                if chunk.get("error"):
+                    measurement["error"] = f"error in the stream: {json.dumps(chunk['error'])[:300]}"
+                    break
+                usage = chunk.get("usage")
+                if usage:
+                    details = usage.get("prompt_tokens_details") or {}
+                    measurement.update(prompt_tokens=usage.get("prompt_tokens"),
+                                       completion_tokens=usage.get("completion_tokens"),
+                                       cached_tokens=details.get("cached_tokens"))
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if _carries_token(delta):
+                        if measurement["ttft_s"] is None:
+                            measurement["ttft_s"] = now
+                        measurement["last_token_s"] = now
+                    for call in delta.get("tool_calls") or []:
+                        slot = calls.setdefault(call.get("index", 0), {"name": None, "arguments": ""})
+                        function = call.get("function") or {}
+                        slot["name"] = function.get("name") or slot["name"]
+                        slot["arguments"] += function.get("arguments") or ""
+                    measurement["finish_reason"] = choice.get("finish_reason") or measurement["finish_reason"]
+    except urllib.error.HTTPError as err:
+        measurement["error"] = _http_error_text(err)
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+        raise GateUnreachable(f"{planned['name']}: POST {url}/v1/chat/completions: "
+                              f"{getattr(err, 'reason', err)}") from err
+    except ValueError as err:
+        measurement["error"] = f"unreadable stream chunk: {err}"
+    measurement["tool_calls"] = [calls[index] for index in sorted(calls)]
+    return measurement
+
+
+def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.0, nonce=None):
+    """Read /metrics, send the plan one request at a time, read /metrics, summarize and evaluate.
+
+    Raises GateUnreachable only when the first /metrics read fails (the server is not up). A server that stops
+    answering later is evidence against the deployment: that request fails and the rest are not sent.
+    """
+    url = url.rstrip("/")
+    nonce = nonce or uuid.uuid4().hex[:12]
+    before = read_metrics(url, api_key, timeout_s)
+    measurements = []
+    lost_during = None
+    for planned in request_plan(acceptance, nonce):
+        if lost_during:
+            measurements.append({"name": planned["name"], "kind": planned["kind"],
+                                 "error": f"not sent: the server stopped answering during {lost_during}"})
+            continue
+        try:
+            measurements.append(stream_chat(url, model, planned, api_key, timeout_s))
+        except GateUnreachable as err:
+            measurements.append({"name": planned["name"], "kind": planned["kind"], "error": str(err)})
+            lost_during = planned["name"]
+    try:
+        after = read_metrics(url, api_key, timeout_s)
+    except GateUnreachable:
+        after = {}  # the counters' deltas are then unknown; the failed requests already reject the run
+    summary = summarize(measurements, counter_deltas(before, after))
+    passed, failures = evaluate(summary, acceptance, previous)
+    return {"passed": passed, "failures": failures, "summary": summary, "requests": measurements, "nonce": nonce}
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True, msg="check mode: no acceptance request was sent",
+                         failures=[], summary={}, requests=[])
+    try:
+        api_key = read_api_key(params["api_key_file"])
+    except OSError as err:
+        module.fail_json(msg=f"api_key_file {params['api_key_file']}: {err.strerror}")
+    if api_key:
+        module.no_log_values.add(api_key)  # masks the key should any returned text ever contain it
+    try:
+        result = run_gate(params["url"], params["model"], params["acceptance"], api_key=api_key,
+                          previous=params["previous"], timeout_s=params["timeout_s"])
+    except GateUnreachable as err:
+        module.fail_json(msg=f"the acceptance gate cannot reach the server: {err}")
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+#!/usr/bin/python
+"""Ansible module: write a deployment record (JSON + Markdown) on the controller, secrets redacted."""
+
+DOCUMENTATION = r"""
+---
+module: vllm_record
+short_description: Write a vLLM deployment record, passed or failed
+description:
+  - Writes C(<dir>/<id>.json) and C(<dir>/<id>.md) for one deployment (or rollback), with the overlay texts
+    kept in C(<dir>/overlays/<sha256>) so a rollback can mount exactly what ran. Never deletes a record.
+  - Redacts secret-named values (C(VLLM_API_KEY), C(HF_TOKEN), ...) and every occurrence of the API key read
+    from I(api_key_file) anywhere in the record, then refuses to write if the key would still appear.
+  - Runs on the controller (delegate_to localhost). In check mode nothing is written.
+options:
+  dir:
+    description: Records directory on the controller.
+    type: path
+    required: true
+  record:
+    description:
+      - The record's content. Required keys C(kind) (deploy or rollback), C(status) (passed or failed),
+        C(inventory), C(profile_name), C(engine_version), C(image) (with C(ref)), C(model) (with C(id),
+        C(revision)). Usual keys C(profile), C(ranks), C(overlays), C(timings), C(acceptance), C(reason),
+        C(effective_block), C(versions), C(restores).
+    type: dict
+    required: true
+  overlays:
+    description:
+      - The overlays that ran (C(src), C(dest), C(content)), as vllm_service read them. The record keeps C(src),
+        C(dest) and the text's C(sha256); the text goes to the records' overlay store.
+    type: list
+    elements: dict
+    default: []
+  api_key_file:
+    description: File holding the API key, so that its value can be scrubbed from the record.
+    type: path
+    default: ""
+author:
+  - spark-serve
+"""
+
+EXAMPLES = r"""
+- name: Record this deployment
+  vllm_record:
+    dir: "{{ spark_serve_controller_dir }}/records"
+    record:
+      kind: deploy
+      status: passed
+      inventory: spark-pair
+      profile_name: pair
+      engine_version: 0.30.1rc1.dev648
+      image: {ref: "registry.local:5000/spark-serve/vllm-gb10@sha256:0123..."}
+      model: {id: nvidia/Qwen3.8-Flash-Next-NVFP4, revision: fc694b54}
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+id:
+  description: The record's id (UTC time, inventory, kind); sorts by time.
+  returned: always
+  type: str
+path:
+  description: Path of the JSON record.
+  returned: success
+  type: str
+markdown:
+  description: Path of the Markdown record.
+  returned: success
+  type: str
+"""
+
+import hashlib
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from ansible.module_utils.deploy_record import markdown, record_id, redact
+except ImportError:  # plain pytest imports the project's module_utils directly
+    from deploy_record import markdown, record_id, redact
+
+REQUIRED = ("kind", "status", "inventory", "profile_name", "engine_version", "image", "model")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            dir=dict(type="path", required=True),
+            record=dict(type="dict", required=True),
+            overlays=dict(type="list", elements="dict", default=[]),
+            api_key_file=dict(type="path", default="", no_log=False),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    missing = [key for key in REQUIRED if key not in params["record"]]
+    if missing:
+        module.fail_json(msg=f"record lacks {', '.join(missing)}; rule: every record names kind, status, inventory, "
+                             "profile, engine version, image and model")
+    secret = ""
+    if params["api_key_file"]:
+        with open(params["api_key_file"], encoding="utf-8") as key_file:
+            secret = key_file.read().strip()
+    created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    overlays = [dict(overlay, sha256=hashlib.sha256(overlay["content"].encode()).hexdigest())
+                for overlay in params["overlays"]]
+    content = dict(params["record"], created_utc=created,
+                   id=record_id(created, params["record"]["inventory"], params["record"]["kind"]),
+                   overlays=[{key: o[key] for key in ("src", "dest", "sha256")} for o in overlays])
+    record = redact(content, [secret])
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    if secret and secret in text:  # redact() leaves mapping keys alone: refuse rather than leak
+        module.fail_json(msg="the API key would appear in the record; nothing was written")
+    path = os.path.join(params["dir"], f"{record['id']}.json")
+    if module.check_mode:
+        module.exit_json(changed=True, id=record["id"])
+    store = os.path.join(params["dir"], "overlays")
+    os.makedirs(store, exist_ok=True)
+    for overlay in overlays:
+        stored = os.path.join(store, overlay["sha256"])
+        if not os.path.exists(stored):
+            with open(stored, "w", encoding="utf-8") as out:
+                out.write(overlay["content"])
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(text)
+    with open(os.path.join(params["dir"], f"{record['id']}.md"), "w", encoding="utf-8") as out:
+        out.write(markdown(record))
+    module.exit_json(changed=True, id=record["id"], path=path, markdown=path[:-5] + ".md")
+
+
+if __name__ == "__main__":
+    main()

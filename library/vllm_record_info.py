@@ -1,0 +1,80 @@
+#!/usr/bin/python
+"""Ansible module: read deployment records and find the last one that passed the gate."""
+
+DOCUMENTATION = r"""
+---
+module: vllm_record_info
+short_description: Find vLLM deployment records, and the last one that passed
+description:
+  - Reads every C(<dir>/*.json) record written by vllm_record (read-only; supports check mode).
+  - Returns the newest record that passed the acceptance gate, for one inventory when I(inventory) is given and
+    older than record I(before) when given (the record of the deploy being rolled back).
+options:
+  dir:
+    description: Records directory on the controller.
+    type: path
+    required: true
+  inventory:
+    description: Only records of this inventory.
+    type: str
+  before:
+    description: Only records older than this record id.
+    type: str
+author:
+  - spark-serve
+"""
+
+EXAMPLES = r"""
+- name: Find the last good deployment
+  vllm_record_info:
+    dir: "{{ spark_serve_controller_dir }}/records"
+    inventory: spark-pair
+  delegate_to: localhost
+  register: last_good
+"""
+
+RETURN = r"""
+last_passed:
+  description: The newest passing record (full content), or null. Its C(restore_overlays) list the overlays as
+    C(src) (the stored text in C(<dir>/overlays)) and C(dest), ready for a rollback.
+  returned: always
+  type: dict
+records:
+  description: Id, kind and status of every record, oldest first.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import glob
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from ansible.module_utils.deploy_record import last_passed
+except ImportError:  # plain pytest imports the project's module_utils directly
+    from deploy_record import last_passed
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(dir=dict(type="path", required=True), inventory=dict(type="str"),
+                           before=dict(type="str")),
+        supports_check_mode=True,
+    )
+    records = []
+    for path in sorted(glob.glob(os.path.join(module.params["dir"], "*.json"))):
+        with open(path, encoding="utf-8") as source:
+            records.append(json.load(source))
+    good = last_passed(records, module.params["inventory"], module.params["before"])
+    if good is not None:
+        good["restore_overlays"] = [{"src": os.path.join(module.params["dir"], "overlays", o["sha256"]),
+                                     "dest": o["dest"]} for o in good.get("overlays", [])]
+    module.exit_json(changed=False, last_passed=good,
+                     records=[{key: r.get(key) for key in ("id", "kind", "status", "inventory")} for r in records])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Deployment records: what ran, how it started and whether it passed the gate, so the last good combination
+can be restored (seed 000's rule). One JSON file (machine-readable) and one Markdown file (for people) per deploy,
+never deleted by the project.
+
+Pure Python (no Ansible) so plain pytest can test it; library/vllm_record.py and library/vllm_record_info.py
+read and write the files.
+"""
+
+import json
+import re
+
+REDACTED = "<redacted>"
+# Names whose values are secrets (VLLM_API_KEY, HF_TOKEN, ...), matched as whole `_`-separated words so that
+# engine arguments such as max_num_batched_tokens stay readable.
+SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)", re.I)
+
+
+def redact(value, secrets=()):
+    """A copy of `value` with secret-named mapping entries and every occurrence of a known secret replaced."""
+    secrets = [s for s in secrets if s]
+    if isinstance(value, dict):
+        return {key: REDACTED if SECRET_NAME.search(str(key)) and not isinstance(item, (dict, list))
+                else redact(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact(item, secrets) for item in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    return value
+
+
+def record_id(created_utc, inventory, kind):
+    """File-name-safe id that sorts by time: 20261201T071500Z-testbed-pair-deploy."""
+    return f"{created_utc}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', inventory)}-{kind}"
+
+
+def last_passed(records, inventory=None, before=None):
+    """The newest record that passed the gate (for `inventory` when given, older than id `before` when given)."""
+    candidates = [r for r in records if r.get("status") == "passed"
+                  and (inventory is None or r.get("inventory") == inventory)
+                  and (before is None or r["id"] < before)]
+    return max(candidates, key=lambda r: r["id"], default=None)
+
+
+def markdown(record):
+    """The human-readable view of a record."""
+    acceptance = record.get("acceptance") or {}
+    lines = [
+        f"# Deployment {record['id']}",
+        "",
+        f"- status: **{record['status']}**" + (f" ({record['reason']})" if record.get("reason") else ""),
+        f"- kind: {record['kind']}" + (f", restoring {record['restores']}" if record.get("restores") else ""),
+        f"- inventory: {record['inventory']}, profile: {record['profile_name']}",
+        f"- engine: vLLM {record['engine_version']}, image {record['image']['ref']}"
+        + (f" (id {record['image']['id']})" if record["image"].get("id") else ""),
+        f"- model: {record['model']['id']} @ {record['model']['revision']}"
+        + (f", snapshot file list sha256 {record['model']['files_sha256']}" if record["model"].get("files_sha256")
+           else ""),
+        f"- predicted effective block: {record.get('effective_block')} tokens",
+        f"- versions: {', '.join(f'{k} {v}' for k, v in sorted(record.get('versions', {}).items()))}",
+        "",
+        "## Overlays",
+        "",
+    ]
+    lines += [f"- {o['src']} -> {o['dest']} (sha256 {o['sha256']})" for o in record.get("overlays", [])] or ["- none"]
+    lines += ["", "## Ranks", ""]
+    for rank in record.get("ranks", []):
+        lines += [f"- rank {rank['rank']} on {rank['host']}: `{' '.join(rank['argv'])}`",
+                  f"  env: `{json.dumps(rank.get('env', {}), sort_keys=True)}`"]
+    lines += ["", "## Timings (seconds after the start began)", ""]
+    lines += [f"- {t['seconds']}: {t['event']}" for t in record.get("timings", [])] or ["- none (no start)"]
+    lines += ["", "## Acceptance", ""]
+    if not acceptance:
+        lines.append("- not run")
+    else:
+        lines.append(f"- passed: {acceptance.get('passed')}")
+        lines += [f"- FAILED: {failure}" for failure in acceptance.get("failures", [])]
+        summary = acceptance.get("summary") or {}
+        lines += [f"- {key}: {summary[key]}" for key in sorted(summary) if not isinstance(summary[key], (dict, list))]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,116 @@
+"""Acceptance gate, deployment records and rollback on the served test-bed pair (real vLLM CPU engine)."""
+
+import json
+import sys
+import time
+
+import pytest
+
+from tests.testbed import service_faults as sf
+from tests.testbed.helpers import ROOT, node_exec, playbook, run
+
+pytestmark = pytest.mark.testbed
+RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
+
+
+def records():
+    """Every record of the pair, oldest first."""
+    found = [json.loads(path.read_text()) for path in sorted(RECORDS.glob("*.json"))]
+    return [r for r in found if r["inventory"] == "testbed-pair"]
+
+
+def new_records(before):
+    known = {r["id"] for r in before}
+    return [r for r in records() if r["id"] not in known]
+
+
+def serving_argv():
+    rc, cmd = node_exec(0, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank0")
+    assert rc == 0, cmd
+    return json.loads(cmd)
+
+
+def answers():
+    with sf.post("/v1/chat/completions", sf.chat("still there?")) as response:
+        return json.load(response)["usage"]["completion_tokens"] > 0
+
+
+@pytest.fixture(scope="module")
+def released(testbed):
+    """A fresh start of the unchanged pair profile: the gate runs and writes a passing record."""
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push"], timeout=3600)
+    assert rc == 0, out[-3000:]
+    rc, out = playbook("molecule/shared/dgx_os.yml")
+    assert rc == 0, out[-3000:]
+    for index in range(2):
+        node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
+    before = records()
+    rc, out = playbook("site.yml", timeout=3600)
+    assert rc == 0, out[-6000:]
+    created = new_records(before)
+    assert len(created) == 1, created
+    return {"out": out, "record": created[0]}
+
+
+def test_a_good_deploy_passes_the_gate_and_is_recorded(released):
+    out, record = released["out"], released["record"]
+    assert "acceptance PASSED" in out
+    image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())
+    assert (record["kind"], record["status"], record["profile_name"]) == ("deploy", "passed", "testbed")
+    assert record["image"]["digest"] == image["digest"]
+    assert record["image"]["id"].startswith("sha256:")
+    assert record["model"]["commit"].startswith(record["model"]["revision"])
+    assert len(record["model"]["files_sha256"]) == 64
+    assert [r["host"] for r in record["ranks"]] == ["node-0", "node-1"]
+    assert "--headless" in record["ranks"][1]["argv"]
+    assert any("ready" in t["event"] or "/health 200" in t["event"] for t in record["timings"])
+    summary = record["acceptance"]["summary"]
+    assert record["acceptance"]["passed"] and summary["hot_hit_ratio"] >= 0.5, summary
+    assert record["versions"]["ansible-core"]
+    assert (RECORDS / f"{record['id']}.md").read_text().startswith(f"# Deployment {record['id']}")
+    rc, _ = node_exec(0, f"test -s /var/lib/spark-serve/records/{record['id']}.json")
+    assert rc == 0, "the head keeps a copy of the record"
+
+
+def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released):
+    good = records()[-1]
+    assert good["status"] == "passed"
+    before = records()
+    started = time.monotonic()
+    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"enable_prefix_caching":
+                                                                                          False}}}))
+    print(f"\n[rejected deploy + automatic rollback] {time.monotonic() - started:.0f} s")
+    assert rc != 0, "a rejected deploy must fail the run even after a successful rollback"
+    assert "acceptance FAILED" in out and "hit ratio" in out, out[-4000:]
+    assert f"Rolled back to {good['id']}" in out and "it passed the gate again and serves now" in out, out[-4000:]
+    rejected, rollback = new_records(before)
+    assert (rejected["kind"], rejected["status"]) == ("deploy", "failed")
+    assert rejected["profile"]["engine"]["enable_prefix_caching"] is False
+    assert "hit ratio" in rejected["reason"]
+    assert (rollback["kind"], rollback["status"], rollback["restores"]) == ("rollback", "passed", good["id"])
+    assert {r["id"] for r in before} <= {r["id"] for r in records()}, "a record was deleted"
+    assert "--no-enable-prefix-caching" not in serving_argv()
+    assert answers()
+
+
+def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it(released, tmp_path):
+    good = [r for r in records() if r["status"] == "passed"][-1]
+    broken = tmp_path / "interface_raises.py"
+    broken.write_text(sf.image_source("platforms/interface.py") + "\nraise ImportError('spark-serve: broken')\n")
+    overlays = [{"src": str(broken), "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"}]
+    before = records()
+    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": {"overlays": overlays}}))
+    assert rc != 0
+    assert f"`ansible-playbook playbooks/rollback.yml` restores {good['id']}" in out, out[-4000:]
+    assert sf.engine_containers(0) == [] and sf.engine_containers(1) == []
+    (failed,) = new_records(before)
+    assert failed["status"] == "failed" and failed["overlays"][0]["dest"] == overlays[0]["dest"]
+
+    started = time.monotonic()
+    rc, out = playbook("playbooks/rollback.yml", timeout=1800)
+    print(f"\n[rollback.yml after a failed start] {time.monotonic() - started:.0f} s")
+    assert rc == 0, out[-6000:]
+    (restored,) = new_records(before + [failed])
+    assert (restored["kind"], restored["status"], restored["restores"]) == ("rollback", "passed", good["id"])
+    assert restored["overlays"] == good["overlays"]
+    assert answers()
