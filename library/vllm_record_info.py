@@ -39,6 +39,10 @@ last_passed:
     C(src) (the stored text in C(<dir>/overlays)) and C(dest), ready for a rollback.
   returned: always
   type: dict
+latest:
+  description: The newest record of the inventory whatever its status (what was deployed last), or null.
+  returned: always
+  type: dict
 records:
   description: Id, kind and status of every record, oldest first.
   returned: always
@@ -72,7 +76,8 @@ def main():
     if good is not None:
         good["restore_overlays"] = [{"src": os.path.join(module.params["dir"], "overlays", o["sha256"]),
                                      "dest": o["dest"]} for o in good.get("overlays", [])]
-    module.exit_json(changed=False, last_passed=good,
+    mine = [r for r in records if module.params["inventory"] in (None, r.get("inventory"))]
+    module.exit_json(changed=False, last_passed=good, latest=max(mine, key=lambda r: r["id"], default=None),
                      records=[{key: r.get(key) for key in ("id", "kind", "status", "inventory")} for r in records])
 
 

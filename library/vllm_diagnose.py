@@ -1,0 +1,151 @@
+#!/usr/bin/python
+"""Ansible module: probe a running vLLM service and classify why it is slow (seed 000's diagnosis table)."""
+
+DOCUMENTATION = r"""
+---
+module: vllm_diagnose
+short_description: Probe a running vLLM service and say why it is slow, with the evidence
+description:
+  - Reads /metrics, sends one probe prompt of I(probe_words) words twice (a new prompt each run, so the first is
+    cold and the repeat shows what the prefix cache does at that length), reads /metrics again, and classifies
+    the evidence with module_utils/diagnosis.py (no warm-up since the start, prefix caching off, cache block
+    larger than the whole request, changed prefix or eviction, queueing, low MTP acceptance).
+  - Hit evidence comes from the probe's own cached_tokens and counter deltas, never from the log's cumulative
+    "Prefix cache hit rate".
+  - Runs on the controller (delegate_to localhost). Check mode sends nothing.
+options:
+  url:
+    description: Base URL of the head (http://host:port).
+    type: str
+    required: true
+  model:
+    description: Served model name.
+    type: str
+    required: true
+  api_key_file:
+    description: File holding the API key (never returned).
+    type: path
+  argv:
+    description: The head container's engine argv (for the prefix-caching setting).
+    type: list
+    elements: str
+    default: []
+  effective_block:
+    description: The running deployment's effective cache block in tokens (from its record).
+    type: int
+  warmup_requests:
+    description: How many warm-up requests the running profile lists.
+    type: int
+    default: 0
+  uptime_s:
+    description: Seconds since the head's engine container started.
+    type: float
+  probe_words:
+    description: Length of the probe prompt in words; use the length of the requests that are slow.
+    type: int
+    default: 400
+  max_tokens:
+    description: Output tokens per probe request.
+    type: int
+    default: 8
+  timeout_s:
+    description: Timeout of one request.
+    type: float
+    default: 300
+author:
+  - spark-serve
+"""
+
+EXAMPLES = r"""
+- name: Diagnose the service
+  vllm_diagnose:
+    url: http://10.0.0.1:8000
+    model: qwen3.8-flash-next
+    argv: "{{ head_argv }}"
+    effective_block: 832
+    probe_words: 600
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+verdicts:
+  description: Findings, most likely cause first, each with verdict, symptom, evidence (list) and next.
+  returned: success
+  type: list
+  elements: dict
+primary:
+  description: The first verdict's name (no-problem-found when nothing was found).
+  returned: success
+  type: str
+evidence:
+  description: The numbers the verdicts rest on (probe measurements, counter deltas, requests served).
+  returned: success
+  type: dict
+"""
+
+import uuid
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from ansible.module_utils.acceptance import counter_deltas
+    from ansible.module_utils.diagnosis import classify, probe_prompt
+    from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
+except ImportError:  # plain pytest imports the project's module_utils directly
+    from acceptance import counter_deltas
+    from diagnosis import classify, probe_prompt
+    from openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
+
+
+def gather(url, model, api_key, params):
+    """Evidence for classify(): counters around a cold + repeated probe of the requested length."""
+    before = read_metrics(url, api_key, params["timeout_s"])
+    planned = {"kind": "probe", "max_tokens": params["max_tokens"],
+               "messages": [{"role": "user", "content": probe_prompt(uuid.uuid4().hex[:12], params["probe_words"])}]}
+    probes = [stream_chat(url, model, dict(planned, name=name), api_key, params["timeout_s"])
+              for name in ("probe-first", "probe-repeat")]
+    after = read_metrics(url, api_key, params["timeout_s"])
+    return {"served_before": before.get("vllm:request_success_total"),
+            "warmup_requests": params["warmup_requests"], "uptime_s": params["uptime_s"],
+            "prefix_caching": "--no-enable-prefix-caching" not in params["argv"],
+            "effective_block": params["effective_block"], "probes": probes,
+            "deltas": counter_deltas(before, after),
+            "waiting": max(before.get("vllm:num_requests_waiting", 0), after.get("vllm:num_requests_waiting", 0))}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            model=dict(type="str", required=True),
+            api_key_file=dict(type="path", no_log=False),
+            argv=dict(type="list", elements="str", default=[]),
+            effective_block=dict(type="int"),
+            warmup_requests=dict(type="int", default=0),
+            uptime_s=dict(type="float"),
+            probe_words=dict(type="int", default=400),
+            max_tokens=dict(type="int", default=8),
+            timeout_s=dict(type="float", default=300),
+        ),
+        supports_check_mode=True,
+    )
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True, msg="check mode: no probe was sent")
+    params = module.params
+    api_key = read_api_key(params["api_key_file"])
+    if api_key:
+        module.no_log_values.add(api_key)
+    try:
+        evidence = gather(params["url"].rstrip("/"), params["model"], api_key, params)
+    except ServerUnreachable as err:
+        module.fail_json(msg=f"cannot diagnose: the service does not answer ({err}); "
+                             "run playbooks/status.yml to see which rank is down")
+    failed = [p for p in evidence["probes"] if p.get("error")]
+    if failed:
+        module.fail_json(msg=f"the probe request failed: {failed[0]['error']}", evidence=evidence)
+    verdicts = classify(evidence)
+    module.exit_json(changed=False, verdicts=verdicts, primary=verdicts[0]["verdict"], evidence=evidence)
+
+
+if __name__ == "__main__":
+    main()
