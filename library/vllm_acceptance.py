@@ -89,19 +89,16 @@ skipped:
   type: bool
 """
 
-import http.client
-import json
-import time
-import urllib.error
-import urllib.request
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 
 try:
-    from ansible.module_utils.acceptance import counter_deltas, evaluate, parse_metrics, request_plan, summarize
+    from ansible.module_utils.acceptance import counter_deltas, evaluate, request_plan, summarize
+    from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
 except ImportError:  # plain pytest imports the project's module_utils directly
-    from acceptance import counter_deltas, evaluate, parse_metrics, request_plan, summarize
+    from acceptance import counter_deltas, evaluate, request_plan, summarize
+    from openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
 
 ARGUMENT_SPEC = dict(
     url=dict(type="str", required=True),
@@ -113,119 +110,10 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class GateUnreachable(RuntimeError):
-    """The server did not answer (refused, reset, timed out): a transport error, not a measurement."""
-
-
-def read_api_key(path):
-    if not path:
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return handle.read().strip() or None
-
-
-def _headers(api_key):
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return headers
-
-
-def _http_error_text(err):
-    try:
-        body = err.read().decode("utf-8", "replace")
-    except OSError:
-        body = ""
-    return f"HTTP {err.code} {err.reason}: {body[:300]}" if body else f"HTTP {err.code} {err.reason}"
-
-
-def read_metrics(url, api_key, timeout_s):
-    """{metric: value} from GET <url>/metrics; GateUnreachable when it cannot be read."""
-    request = urllib.request.Request(f"{url}/metrics", headers=_headers(api_key))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return parse_metrics(response.read().decode("utf-8", "replace"))
-    except urllib.error.HTTPError as err:
-        raise GateUnreachable(f"GET {url}/metrics: {_http_error_text(err)}") from err
-    except (urllib.error.URLError, OSError) as err:
-        raise GateUnreachable(f"GET {url}/metrics: {getattr(err, 'reason', err)}") from err
-
-
-def _carries_token(delta):
-    # Reasoning text is generated output too: a reasoning model's first token is a reasoning token.
-    return bool(delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content")
-                or delta.get("tool_calls"))
-
-
-def stream_chat(url, model, planned, api_key, timeout_s):
-    """Send one planned request as a streaming chat completion and measure it.
-
-    Returns the measurement summarize() reads: ttft_s and last_token_s (seconds from sending to the first and
-    last chunk carrying a token), prompt/completion/cached tokens from the final usage chunk, finish_reason,
-    tool_calls (name and accumulated argument text), and error for an HTTP or in-stream error.
-    Raises GateUnreachable when the server does not answer or stops answering.
-    """
-    body = {"model": model, "messages": planned["messages"], "max_tokens": planned["max_tokens"],
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
-    for key in ("tools", "tool_choice"):
-        if key in planned:
-            body[key] = planned[key]
-    measurement = {"name": planned["name"], "kind": planned["kind"], "ttft_s": None, "last_token_s": None,
-                   "prompt_tokens": None, "completion_tokens": None, "cached_tokens": None,
-                   "finish_reason": None, "tool_calls": []}
-    request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers=_headers(api_key))
-    calls = {}
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            for raw in response:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[len("data:"):].strip()
-                if data == "[DONE]":
-                    break
-                now = time.monotonic() - started
-                if now > timeout_s:
-                    raise GateUnreachable(f"{planned['name']}: no end of the stream within {timeout_s:.0f} s")
-                chunk = json.loads(data)
-                if chunk.get("error"):
-                    measurement["error"] = f"error in the stream: {json.dumps(chunk['error'])[:300]}"
-                    break
-                usage = chunk.get("usage")
-                if usage:
-                    details = usage.get("prompt_tokens_details") or {}
-                    measurement.update(prompt_tokens=usage.get("prompt_tokens"),
-                                       completion_tokens=usage.get("completion_tokens"),
-                                       cached_tokens=details.get("cached_tokens"))
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    if _carries_token(delta):
-                        if measurement["ttft_s"] is None:
-                            measurement["ttft_s"] = now
-                        measurement["last_token_s"] = now
-                    for call in delta.get("tool_calls") or []:
-                        slot = calls.setdefault(call.get("index", 0), {"name": None, "arguments": ""})
-                        function = call.get("function") or {}
-                        slot["name"] = function.get("name") or slot["name"]
-                        slot["arguments"] += function.get("arguments") or ""
-                    measurement["finish_reason"] = choice.get("finish_reason") or measurement["finish_reason"]
-    except urllib.error.HTTPError as err:
-        measurement["error"] = _http_error_text(err)
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
-        raise GateUnreachable(f"{planned['name']}: POST {url}/v1/chat/completions: "
-                              f"{getattr(err, 'reason', err)}") from err
-    except ValueError as err:
-        measurement["error"] = f"unreadable stream chunk: {err}"
-    measurement["tool_calls"] = [calls[index] for index in sorted(calls)]
-    return measurement
-
-
 def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.0, nonce=None):
     """Read /metrics, send the plan one request at a time, read /metrics, summarize and evaluate.
 
-    Raises GateUnreachable only when the first /metrics read fails (the server is not up). A server that stops
+    Raises ServerUnreachable only when the first /metrics read fails (the server is not up). A server that stops
     answering later is evidence against the deployment: that request fails and the rest are not sent.
     """
     url = url.rstrip("/")
@@ -240,12 +128,12 @@ def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.
             continue
         try:
             measurements.append(stream_chat(url, model, planned, api_key, timeout_s))
-        except GateUnreachable as err:
+        except ServerUnreachable as err:
             measurements.append({"name": planned["name"], "kind": planned["kind"], "error": str(err)})
             lost_during = planned["name"]
     try:
         after = read_metrics(url, api_key, timeout_s)
-    except GateUnreachable:
+    except ServerUnreachable:
         after = {}  # the counters' deltas are then unknown; the failed requests already reject the run
     summary = summarize(measurements, counter_deltas(before, after))
     passed, failures = evaluate(summary, acceptance, previous)
@@ -267,7 +155,7 @@ def main():
     try:
         result = run_gate(params["url"], params["model"], params["acceptance"], api_key=api_key,
                           previous=params["previous"], timeout_s=params["timeout_s"])
-    except GateUnreachable as err:
+    except ServerUnreachable as err:
         module.fail_json(msg=f"the acceptance gate cannot reach the server: {err}")
     module.exit_json(changed=False, **result)
 

@@ -1,18 +1,17 @@
 """Acceptance gate core: /metrics parsing, counter deltas, the request plan, the summary and the verdict.
 
-The last tests drive library/vllm_acceptance.py's stream reader against a local fake server (no engine)."""
+The last tests drive module_utils/openai_client.py's stream reader (the gate's client) against a local fake server
+(no engine)."""
 
 import http.server
 import json
 import os
 import threading
-from pathlib import Path
 
 import pytest
 
 from acceptance import COUNTERS, WORDS, counter_deltas, evaluate, parse_metrics, request_plan, summarize
-
-ROOT = Path(__file__).resolve().parents[2]
+from openai_client import ServerUnreachable, stream_chat
 
 # vLLM 0.32 exposition (prometheus_client: HELP/TYPE lines, `_total` counters with `_created` twins) of a
 # server with two engines (data parallel) and MTP, which is why every sample has an `engine` label set.
@@ -290,16 +289,7 @@ def test_evaluate_skips_the_decode_ratio_without_a_previous_summary():
     assert evaluate(summary, {"decode_tps_min_ratio": 100.0}, previous={"decode_tps": 1.0})[0] is False
 
 
-# --- library/vllm_acceptance.py's stream reader against a fake OpenAI-compatible server ---------------------
-
-def load_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("vllm_acceptance", ROOT / "library" / "vllm_acceptance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+# --- module_utils/openai_client.py's stream reader against a fake OpenAI-compatible server -----------------
 
 def sse(*chunks):
     return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
@@ -344,10 +334,9 @@ def fake_server():
 
 
 def test_stream_chat_accumulates_tool_call_deltas_and_reads_usage(fake_server):
-    module = load_module()
     url, seen = fake_server
     (planned,) = [e for e in request_plan({}, "n") if e["kind"] == "tool"]
-    result = module.stream_chat(url, "tiny-llama", planned, "sk-test", 30)
+    result = stream_chat(url, "tiny-llama", planned, "sk-test", 30)
     assert result["tool_calls"] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]
     assert (result["prompt_tokens"], result["completion_tokens"], result["cached_tokens"]) == (40, 9, 32)
     assert result["finish_reason"] == "stop"
@@ -359,11 +348,9 @@ def test_stream_chat_accumulates_tool_call_deltas_and_reads_usage(fake_server):
 
 
 def test_stream_chat_reports_http_errors_and_unreachable_servers(fake_server):
-    module = load_module()
     url, _ = fake_server
-    result = module.stream_chat(url, "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 1},
-                                None, 30)
+    result = stream_chat(url, "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 1}, None, 30)
     assert result["error"].startswith("HTTP 400 ")
-    with pytest.raises(module.GateUnreachable, match="short: POST http://127.0.0.1:9/v1/chat/completions"):
-        module.stream_chat("http://127.0.0.1:9", "m", {"name": "short", "kind": "short", "messages": [],
-                                                       "max_tokens": 4}, None, 5)
+    with pytest.raises(ServerUnreachable, match="short: POST http://127.0.0.1:9/v1/chat/completions"):
+        stream_chat("http://127.0.0.1:9", "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 4},
+                    None, 5)

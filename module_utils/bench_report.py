@@ -1,0 +1,161 @@
+"""Seed 000's benchmark: per input length one cold and two hot requests of a fixed output length, and the report.
+
+Seed 000 measured every change the same way (a fixed question, fixed output length, one cold + two hot requests)
+and kept a change only when it beat a preset threshold, comparing like with like. Here, per input length:
+a short warm-up (first-request JIT must not land in the cold figure), a cold request whose prompt starts with a
+new nonce (prefix caching hashes blocks as a chain from the first token, so nothing of it can be cached), then
+the identical prompt twice (hot). Every request asks for max_tokens with ignore_eos, so each decodes exactly
+max_tokens tokens and decode speeds of two runs compare equal work.
+
+Pure Python (no Ansible) so plain pytest can test it; library/vllm_benchmark.py sends the requests.
+"""
+
+import random
+import statistics
+
+QUESTION = ("Write a Python function that merges overlapping intervals in a list of (start, end) pairs, "
+            "with a docstring and three unit tests.")
+# Context words for the long prompts; which word comes where is fixed per length (see _document).
+FILLER = (
+    "the service model request token cache block engine node memory kernel prefill decode answer question "
+    "document section value table record result change speed length input output first second time start "
+    "state layer head batch queue weight image link port file line word number list order method rule"
+).split()
+
+# (row field, label, better direction, Markdown format)
+METRICS = (
+    ("cold_ttft_s", "cold TTFT (s)", "lower", "{:.3f}"),
+    ("hot_ttft_s", "hot TTFT (s)", "lower", "{:.3f}"),
+    ("hot_cached_tokens", "hot cached tokens", "higher", "{:d}"),
+    ("decode_tps", "decode tok/s", "higher", "{:.1f}"),
+)
+NOISE = "~ (noise)"
+
+
+def _document(words):
+    # Seeded by the length only: every run sends the same text, so two runs compare like with like.
+    rng = random.Random(f"spark-serve bench {words}")
+    return " ".join(rng.choice(FILLER) for _ in range(words))
+
+
+def _chat(name, kind, words, text, max_tokens):
+    return {"name": f"{name}-{words}", "kind": kind, "input_words": words,
+            "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens, "ignore_eos": True}
+
+
+def plan(input_words, max_tokens, nonce):
+    """Requests in sending order: per length warm-up, cold, hot-1, hot-2.
+
+    Each: name, kind (warmup, cold, hot), input_words, messages, max_tokens, ignore_eos. `nonce` must be new for
+    every run.
+    """
+    requests = []
+    for words in input_words:
+        long_prompt = f"{nonce}-{words}\n{_document(words)}\n\n{QUESTION}"
+        requests += [_chat("warmup", "warmup", words, QUESTION, max_tokens),
+                     _chat("cold", "cold", words, long_prompt, max_tokens),
+                     _chat("hot-1", "hot", words, long_prompt, max_tokens),
+                     _chat("hot-2", "hot", words, long_prompt, max_tokens)]
+    return requests
+
+
+def decode_tps(measurement):
+    """(completion_tokens - 1) / (last token time - first token time): the first token belongs to the prefill."""
+    tokens = measurement.get("completion_tokens")
+    first, last = measurement.get("ttft_s"), measurement.get("last_token_s")
+    if tokens is None or tokens < 2 or first is None or last is None or last <= first:
+        return None
+    return (tokens - 1) / (last - first)
+
+
+def _present(values):
+    return [value for value in values if value is not None]
+
+
+def rows(measurements):
+    """One row per input length (in measuring order) from the per-request measurements; warm-ups are left out.
+
+    A figure is None when none of its requests produced it (errors, or a server without prompt token details);
+    problems() says why.
+    """
+    result = []
+    for words in dict.fromkeys(m["input_words"] for m in measurements):
+        cold = [m for m in measurements if m["input_words"] == words and m["kind"] == "cold"]
+        hot = [m for m in measurements if m["input_words"] == words and m["kind"] == "hot"]
+        prompt_tokens = _present(m.get("prompt_tokens") for m in cold + hot)
+        cold_ttft = _present(m.get("ttft_s") for m in cold)
+        hot_ttft = _present(m.get("ttft_s") for m in hot)
+        hot_cached = _present(m.get("cached_tokens") for m in hot)
+        tps = _present(decode_tps(m) for m in cold + hot)
+        result.append({
+            "input_words": words,
+            "prompt_tokens": prompt_tokens[0] if prompt_tokens else None,
+            "cold_ttft_s": cold_ttft[0] if cold_ttft else None,
+            "hot_ttft_s": statistics.mean(hot_ttft) if hot_ttft else None,
+            "hot_cached_tokens": min(hot_cached) if hot_cached else None,
+            "decode_tps": statistics.mean(tps) if tps else None,
+        })
+    return result
+
+
+def problems(measurements, max_tokens):
+    """Why this run's figures cannot be trusted: failed requests, and requests that did not decode exactly
+    max_tokens tokens (a server ignoring ignore_eos would make decode speeds of two runs incomparable)."""
+    found = []
+    for m in measurements:
+        if m.get("error"):
+            found.append(f"{m['name']}: {m['error']}")
+        elif m.get("completion_tokens") != max_tokens:
+            found.append(f"{m['name']}: decoded {m.get('completion_tokens')} tokens, not max_tokens {max_tokens}")
+    return found
+
+
+def _cell(value, fmt="{}"):
+    return "n/a" if value is None else fmt.format(value)
+
+
+def markdown_table(table_rows):
+    lines = ["| input words | prompt tokens | " + " | ".join(label for _, label, _, _ in METRICS) + " |",
+             "|---:|---:|" + "---:|" * len(METRICS)]
+    for row in table_rows:
+        cells = [_cell(row["input_words"]), _cell(row["prompt_tokens"])]
+        cells += [_cell(row[field], fmt) for field, _, _, fmt in METRICS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def compare(table_rows, earlier_rows, noise_pct=3.0):
+    """Per input length measured in both runs and per metric: earlier, new, ratio new/earlier, change in %,
+    the better direction, and verdict better, worse, NOISE (|change| below noise_pct) or None (no ratio)."""
+    earlier_by_words = {row["input_words"]: row for row in earlier_rows}
+    result = []
+    for row in table_rows:
+        earlier = earlier_by_words.get(row["input_words"])
+        if earlier is None:
+            continue
+        for field, _, better, _ in METRICS:
+            old, new = earlier.get(field), row.get(field)
+            entry = {"input_words": row["input_words"], "metric": field, "better": better, "earlier": old,
+                     "new": new, "ratio": None, "change_pct": None, "verdict": None}
+            if old and new is not None:
+                entry["ratio"] = new / old
+                entry["change_pct"] = (new / old - 1) * 100
+                if abs(entry["change_pct"]) < noise_pct:
+                    entry["verdict"] = NOISE
+                else:
+                    entry["verdict"] = "better" if (new < old) == (better == "lower") else "worse"
+            result.append(entry)
+    return result
+
+
+def comparison_table(comparison):
+    formats = {field: (label, fmt) for field, label, _, fmt in METRICS}
+    lines = ["| input words | metric | earlier | new | new/earlier | change | verdict |",
+             "|---:|---|---:|---:|---:|---:|---|"]
+    for entry in comparison:
+        label, fmt = formats[entry["metric"]]
+        lines.append(f"| {entry['input_words']} | {label}, {entry['better']} is better | "
+                     f"{_cell(entry['earlier'], fmt)} | {_cell(entry['new'], fmt)} | "
+                     f"{_cell(entry['ratio'], '{:.3f}')} | {_cell(entry['change_pct'], '{:+.1f} %')} | "
+                     f"{_cell(entry['verdict'])} |")
+    return "\n".join(lines) + "\n"

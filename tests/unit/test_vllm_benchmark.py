@@ -1,0 +1,96 @@
+"""library/vllm_benchmark.py against a fake OpenAI-compatible server (no engine): what it sends, the rows it
+measures from the streams, the Markdown report and the chart file."""
+
+import http.server
+import importlib.util
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from bench_report import compare, comparison_table, markdown_table, rows
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOCK = 16  # the fake server caches whole blocks of this many prompt tokens (words)
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("vllm_benchmark", ROOT / "library" / "vllm_benchmark.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def fake_server():
+    """Streams max_tokens one-word chunks; a prompt seen before reports its whole blocks as cached."""
+    seen, prompts = [], set()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 -- http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            prompt = body["messages"][0]["content"]
+            tokens = len(prompt.split())
+            cached = tokens // BLOCK * BLOCK if prompt in prompts else 0
+            prompts.add(prompt)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for _ in range(body["max_tokens"]):
+                self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': 'x'}}]})}\n\n"
+                                 .encode())
+            usage = {"prompt_tokens": tokens, "completion_tokens": body["max_tokens"],
+                     "prompt_tokens_details": {"cached_tokens": cached}}
+            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_server):
+    module = load_module()
+    url, seen = fake_server
+    measurements = module.measure(url, "tiny-llama", [100, 300], 8, timeout_s=30, nonce="bench-test")
+    assert [m["name"] for m in measurements] == ["warmup-100", "cold-100", "hot-1-100", "hot-2-100",
+                                                 "warmup-300", "cold-300", "hot-1-300", "hot-2-300"]
+    assert all(body["ignore_eos"] is True and body["max_tokens"] == 8 and body["model"] == "tiny-llama"
+               for body in seen)
+    first, second = rows(measurements)
+    for row, cold in ((first, measurements[1]), (second, measurements[5])):
+        assert cold["cached_tokens"] == 0
+        assert row["prompt_tokens"] == cold["prompt_tokens"]
+        assert row["hot_cached_tokens"] == cold["prompt_tokens"] // BLOCK * BLOCK > 0
+    assert second["prompt_tokens"] - first["prompt_tokens"] == 200
+    assert module.problems(measurements, 8) == []
+    assert module.problems(measurements, 9)[0] == "warmup-100: decoded 8 tokens, not max_tokens 9"
+
+
+def test_report_markdown_and_chart(tmp_path):
+    module = load_module()
+    table_rows = [
+        {"input_words": 1000, "prompt_tokens": 1310, "cold_ttft_s": 1.2, "hot_ttft_s": 0.3,
+         "hot_cached_tokens": 1296, "decode_tps": 60.0},
+        {"input_words": 4000, "prompt_tokens": 5210, "cold_ttft_s": None, "hot_ttft_s": 0.4,
+         "hot_cached_tokens": 5184, "decode_tps": 58.0},
+    ]
+    comparison = compare(table_rows, [dict(table_rows[0], cold_ttft_s=1.5)])
+    meta = {"created_utc": "20261201T080000Z", "url": "http://h:8000", "model": "m", "max_tokens": 64,
+            "compare_with": "/tmp/bench-old.json", "noise_pct": 3.0}
+    text = module.report_markdown(meta, markdown_table(table_rows), comparison_table(comparison),
+                                  ["cold-4000: HTTP 400"])
+    assert markdown_table(table_rows) in text and comparison_table(comparison) in text
+    assert "## Compared with /tmp/bench-old.json" in text and "below 3.0 % are marked ~ (noise)" in text
+    assert text.rstrip().endswith("- cold-4000: HTTP 400")
+    without = module.report_markdown(dict(meta, compare_with=None), markdown_table(table_rows), "", [])
+    assert "Compared with" not in without and "Problems" not in without
+    png = tmp_path / "bench.png"
+    module.write_png(str(png), table_rows, "m")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
