@@ -10,7 +10,7 @@ from tests.testbed.helpers import ROOT, playbook
 
 pytestmark = pytest.mark.testbed
 BENCH = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "bench"
-LENGTHS, MAX_TOKENS = [150, 700], 16
+LENGTHS, MAX_TOKENS = [100, 350], 16  # ~380 and ~1330 tokens of the 2048 the test bed allows
 
 
 @pytest.fixture(scope="module")
