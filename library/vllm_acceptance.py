@@ -17,17 +17,6 @@ description:
     the server does not answer at all. A server that stops answering during the run is a rejection.
   - Runs on the controller (delegate_to localhost). In check mode nothing is sent.
 options:
-  url:
-    description: Base URL of the head's API, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Served model name.
-    type: str
-    required: true
-  api_key_file:
-    description: File holding the API key on the controller; the key is sent as a bearer token, never returned.
-    type: path
   acceptance:
     description:
       - Thresholds C(hot_ttft_max_s), C(hit_ratio_min), C(decode_tps_min_ratio) (of O(previous)'s decode
@@ -42,6 +31,8 @@ options:
     description: Timeout of one request (and of each C(/metrics) read), in seconds.
     type: float
     default: 600
+extends_documentation_fragment:
+  - vllm_api
 author:
   - spark-serve
 """

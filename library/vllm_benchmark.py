@@ -18,17 +18,6 @@ description:
     once when the server does not answer.
   - Runs on the controller (delegate_to localhost). In check mode nothing is sent and nothing is written.
 options:
-  url:
-    description: Base URL of the head's API, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Served model name.
-    type: str
-    required: true
-  api_key_file:
-    description: File holding the API key on the controller; the key is sent as a bearer token, never returned.
-    type: path
   input_words:
     description: Input lengths in words (the prompt's filler text; the question adds a few dozen tokens).
     type: list
@@ -55,6 +44,8 @@ options:
     default: 600
 requirements:
   - matplotlib (requirements.txt)
+extends_documentation_fragment:
+  - vllm_api
 author:
   - spark-serve
 """

@@ -14,17 +14,6 @@ description:
     "Prefix cache hit rate".
   - Runs on the controller (delegate_to localhost). Check mode sends nothing.
 options:
-  url:
-    description: Base URL of the head (http://host:port).
-    type: str
-    required: true
-  model:
-    description: Served model name.
-    type: str
-    required: true
-  api_key_file:
-    description: File holding the API key (never returned).
-    type: path
   argv:
     description: The head container's engine argv (for the prefix-caching setting).
     type: list
@@ -52,6 +41,8 @@ options:
     description: Timeout of one request.
     type: float
     default: 300
+extends_documentation_fragment:
+  - vllm_api
 author:
   - spark-serve
 """

@@ -164,7 +164,7 @@ def _ratio(numerator, denominator):
     return numerator / denominator
 
 
-def _decode_tps(measurement):
+def decode_tps(measurement):
     """(completion_tokens - 1) / (last token time - first token time): the first token belongs to the prefill."""
     tokens = measurement.get("completion_tokens")
     first, last = measurement.get("ttft_s"), measurement.get("last_token_s")
@@ -203,7 +203,7 @@ def summarize(measurements, deltas):
             "name": m["name"],
             "kind": m["kind"],
             "ttft_s": _rounded(m.get("ttft_s")),
-            "decode_tps": _rounded(_decode_tps(m), 2),
+            "decode_tps": _rounded(decode_tps(m), 2),
             "prompt_tokens": m.get("prompt_tokens"),
             "completion_tokens": m.get("completion_tokens"),
             "cached_tokens": m.get("cached_tokens"),

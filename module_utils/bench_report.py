@@ -13,6 +13,11 @@ Pure Python (no Ansible) so plain pytest can test it; library/vllm_benchmark.py 
 import random
 import statistics
 
+try:
+    from ansible.module_utils.acceptance import decode_tps
+except ImportError:  # plain pytest imports the project's module_utils directly
+    from acceptance import decode_tps
+
 QUESTION = ("Write a Python function that merges overlapping intervals in a list of (start, end) pairs, "
             "with a docstring and three unit tests.")
 # Context words for the long prompts; which word comes where is fixed per length (see _document).
@@ -57,15 +62,6 @@ def plan(input_words, max_tokens, nonce):
                      _chat("hot-1", "hot", words, long_prompt, max_tokens),
                      _chat("hot-2", "hot", words, long_prompt, max_tokens)]
     return requests
-
-
-def decode_tps(measurement):
-    """(completion_tokens - 1) / (last token time - first token time): the first token belongs to the prefill."""
-    tokens = measurement.get("completion_tokens")
-    first, last = measurement.get("ttft_s"), measurement.get("last_token_s")
-    if tokens is None or tokens < 2 or first is None or last is None or last <= first:
-        return None
-    return (tokens - 1) / (last - first)
 
 
 def _present(values):
