@@ -204,9 +204,17 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
         assert response.status == 200
     leaks = {place: shown for place, shown in sf.where_the_key_shows(secret).items() if shown}
     assert secret not in out, "the key appeared in the playbook's output"
-    for path in (ROOT / ".spark-serve").rglob("*"):
-        if path.is_file():
-            assert secret not in path.read_text(errors="replace"), f"the key was written to {path}"
+    # Everything the project writes on the controller (failed-start logs, rendered arguments, deployment records)
+    # and on the nodes (records, compose project), except the head's 0600 secrets file itself.
+    written = [path for folder in (ROOT / ".spark-serve", ROOT / ".testbed" / sf.INSTANCE / "spark-serve")
+               for path in folder.rglob("*") if path.is_file()]
+    assert any(path.parent.name == "records" for path in written), "the deploy wrote no record to check"
+    for path in written:
+        assert secret not in path.read_text(errors="replace"), f"the key was written to {path}"
+    for index in range(2):
+        rc, hits = node_exec(index, f"grep -rl --exclude=secrets.env -e '{secret}' /etc/spark-serve "
+                                    "/var/lib/spark-serve/records; true")
+        assert hits.strip() == "", f"node-{index}: the key was written to {hits}"
     assert leaks == {}, leaks
     _, env_file = node_exec(0, "stat -c '%a %U' /etc/spark-serve/secrets.env")
     assert env_file.split() == ["600", "root"], env_file
