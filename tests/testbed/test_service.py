@@ -212,7 +212,7 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     for path in written:
         assert secret not in path.read_text(errors="replace"), f"the key was written to {path}"
     for index in range(2):
-        rc, hits = node_exec(index, f"grep -rl --exclude=secrets.env -e '{secret}' /etc/spark-serve "
+        rc, hits = node_exec(index, f"grep -rls --exclude=secrets.env -e '{secret}' /etc/spark-serve "
                                     "/var/lib/spark-serve/records; true")
         assert hits.strip() == "", f"node-{index}: the key was written to {hits}"
     assert leaks == {}, leaks
