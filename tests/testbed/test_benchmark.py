@@ -13,11 +13,6 @@ BENCH = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "bench"
 LENGTHS, MAX_TOKENS = [100, 350], 16  # ~380 and ~1330 tokens of the 2048 the test bed allows
 
 
-@pytest.fixture(scope="module")
-def serving(testbed):
-    sf.ensure_serving()
-
-
 def bench(*extra):
     before = set(BENCH.glob("bench-*.json"))
     rc, out = playbook("playbooks/benchmark.yml", "inventories/testbed-pair", "-e",
@@ -38,7 +33,7 @@ def table_cells(markdown):
     return rows
 
 
-def test_the_table_and_plot_follow_from_the_per_request_measurements(serving):
+def test_the_table_and_plot_follow_from_the_per_request_measurements(served_pair):
     created, out = bench()
     data = json.loads(created.read_text())
     cells = table_cells(created.with_suffix(".md").read_text())
@@ -59,7 +54,7 @@ def test_the_table_and_plot_follow_from_the_per_request_measurements(serving):
     print(f"\n[benchmark] {created.with_suffix('.md').read_text()}")
 
 
-def test_a_second_run_is_compared_with_the_first_as_ratios(serving):
+def test_a_second_run_is_compared_with_the_first_as_ratios(served_pair):
     first, _ = bench()
     second, out = bench(("spark_serve_bench_compare_with", str(first)))
     earlier, now = json.loads(first.read_text())["rows"], json.loads(second.read_text())["rows"]

@@ -2,28 +2,15 @@
 
 import json
 import re
-import sys
 import time
 
 import pytest
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import ROOT, node_exec, playbook, run
+from tests.testbed.helpers import node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 COMPOSE = "docker compose -p spark-serve --project-directory /etc/spark-serve"
-
-
-@pytest.fixture(scope="module")
-def pair(testbed):
-    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push"], timeout=3600)
-    assert rc == 0, out[-3000:]
-    rc, out = playbook("molecule/shared/dgx_os.yml")
-    assert rc == 0, out[-3000:]
-    if sf.health() != 200:
-        rc, out = playbook("site.yml", timeout=3600)
-        assert rc == 0, out[-6000:]
-    sf.ensure_serving()
 
 
 def diagnose(words):
@@ -32,14 +19,14 @@ def diagnose(words):
     return re.findall(r"VERDICT ([\w-]+)", out), out
 
 
-def test_a_prompt_shorter_than_one_cache_block_never_hits(pair):
+def test_a_prompt_shorter_than_one_cache_block_never_hits(served_pair):
     verdicts, out = diagnose(20)
     print(f"\n[diagnose, 20-word prompt] {verdicts}")
     assert verdicts[0] == "block-larger-than-request", out[-3000:]
     assert "effective cache block 128 tokens > the whole request" in out
 
 
-def test_first_request_after_a_manual_restart_pays_the_warm_up(pair):
+def test_first_request_after_a_manual_restart_pays_the_warm_up(served_pair):
     # Restarted by hand (as after a reboot), bypassing site.yml's warm-up and gate: worker first, then the head.
     for index in (1, 0):
         rc, out = node_exec(index, f"{COMPOSE} down --timeout 10 && {COMPOSE} up -d")
@@ -54,7 +41,7 @@ def test_first_request_after_a_manual_restart_pays_the_warm_up(pair):
     assert "vllm:request_success_total was 0" in out
 
 
-def test_prefix_caching_off_explains_a_slow_repeat(pair):
+def test_prefix_caching_off_explains_a_slow_repeat(served_pair):
     overrides = {"engine": {"enable_prefix_caching": False}, "acceptance": {"hit_ratio_min": 0.0}}
     rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": overrides}))
     assert rc == 0, out[-6000:]
