@@ -563,7 +563,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
         else:
             k_steps += f"; no prefill checkpoint alignment (GDN prefill backend {gdn_backend})"
     elif gdn_backend == "flashinfer":
-        k_steps += f" (GDN prefill FlashInfer: no 64-token alignment before 0.33)"
+        k_steps += " (GDN prefill FlashInfer: no 64-token alignment before 0.33)"
     steps.append(k_steps)
 
     # ---------------------------------------------------------------- the block
