@@ -168,13 +168,14 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
                 for line in response:
                     if line.startswith(b"data: {"):
                         record["tokens"] += 1
-                        choices = json.loads(line[6:])["choices"]
+                        choices = json.loads(line[6:]).get("choices") or []  # error chunks have none
                         record["finish_reason"] = (choices[0].get("finish_reason") if choices else None) \
                             or record["finish_reason"]
                     record["done"] |= line.strip() == b"data: [DONE]"
-        except (OSError, urllib.error.URLError) as error:
+        except (OSError, urllib.error.URLError, ValueError) as error:
             record["error"] = repr(error)
-        record["ended"] = time.monotonic()
+        finally:
+            record["ended"] = time.monotonic()
 
     clients = [threading.Thread(target=stream) for _ in range(2)]
     for client in clients:
