@@ -60,6 +60,11 @@ def recap(out):
     return hosts
 
 
+def changed_count(out):
+    """Tasks reported changed over every host of a playbook run."""
+    return sum(counts.get("changed", 0) for counts in recap(out).values())
+
+
 def deploy(*extra, inventory=PAIR, timeout=1800):
     """site.yml's deploy stage (validate + staged start): (rc, output)."""
     return playbook("site.yml", inventory, "--tags", "deploy", *extra, timeout=timeout)
@@ -78,7 +83,7 @@ def noop_rerun():
     started = time.monotonic()
     rc, out = deploy()
     return {"rc": rc, "out": out, "seconds": time.monotonic() - started,
-            "changed": sum(counts.get("changed", 0) for counts in recap(out).values()),
+            "changed": changed_count(out),
             "restarts": sum(a != b for a, b in zip(before, [container_identity(i) for i in range(2)]))}
 
 

@@ -114,3 +114,8 @@ def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it
     assert (restored["kind"], restored["status"], restored["restores"]) == ("rollback", "passed", good["id"])
     assert restored["overlays"] == good["overlays"]
     assert answers()
+
+    # Restoring what already serves is a no-op: nothing restarts, nothing is recorded, the run succeeds.
+    rc, out = playbook("playbooks/rollback.yml", timeout=1800)
+    assert rc == 0 and sf.changed_count(out) == 0, out[-6000:]
+    assert new_records(before + [failed, restored]) == []
