@@ -3,6 +3,7 @@
 On the served test-bed pair (run `make demo` first), with the real vLLM CPU engine:
   (a) worker killed while the head waits / loads      seconds from the kill to the start watch's DETECTED line
   (b) worker cannot start (its import fails)          seconds from the worker's exit to DETECTED
+  (b) wrong master address                            seconds for the whole run that refuses it (nothing starts)
   (d) worker killed after ready (/health still 200)   seconds from the kill to status.yml's report
 each with its ratio to the engine's own bound (gloo 1801 s on this CPU build; NCCL 601 s on Sparks), and the no-op
 rerun of the deploy stage: wall time, changed count, containers restarted (must be 0).
@@ -26,6 +27,7 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         for label, scenario in [("(a) worker killed during start", sf.kill_worker_during_start),
                                 ("(b) worker cannot start", lambda: sf.worker_cannot_start(Path(folder))),
+                                ("(b) wrong master address, refused before the start", sf.wrong_master_address),
                                 ("(d) worker killed after ready", sf.kill_worker_after_ready)]:
             sf.ensure_serving()
             result = scenario()

@@ -168,6 +168,16 @@ def worker_cannot_start(folder):
     return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
 
 
+def wrong_master_address():
+    """(b) A master address nobody holds: refused before anything changes (seconds = the whole refused run)."""
+    nobody = f"10.253.{16 * int(INSTANCE) + 1}.99"
+    before = [container_identity(i) for i in range(2)]
+    started = time.monotonic()
+    rc, out = deploy("-e", f"vllm_service_master_addr={nobody}")
+    return {"rc": rc, "out": out, "seconds": time.monotonic() - started, "address": nobody,
+            "untouched": [container_identity(i) for i in range(2)] == before}
+
+
 def kill_worker_after_ready():
     """(d) The worker dies after ready: the head's /health stays 200, status.yml must say so."""
     node_exec(1, "docker kill spark-serve-rank1")
