@@ -32,8 +32,16 @@ options:
     type: path
     required: true
   compare_with:
-    description: An earlier run's C(bench-*.json); its rows are compared with this run's per length and metric.
-    type: path
+    description:
+      - An earlier run's C(bench-*.json), or the id of a deployment record (C(<UTC time>-<inventory>-<kind>)); then the newest
+        run in I(dest) measured on that deployment. Its rows are compared with this run's per length and metric.
+      - Resolved before any request is sent.
+    type: str
+  deployment:
+    description:
+      - The deployment the service runs (vllm_record_info's C(latest)); its C(id), C(profile_name), C(status) and
+        C(image) go into the report, so that a later run can name it in I(compare_with).
+    type: dict
   noise_pct:
     description: Changes smaller than this many percent are marked C(~ (noise)) in the comparison.
     type: float
@@ -61,6 +69,15 @@ EXAMPLES = r"""
     compare_with: .spark-serve/bench/bench-20261201T071500Z.json
   delegate_to: localhost
   register: bench
+
+- name: Compare with the last benchmark of a deployment that rollback.yml could restore
+  vllm_benchmark:
+    url: http://10.0.0.1:8000
+    model: qwen3.8-flash-next
+    dest: .spark-serve/bench
+    deployment: "{{ records.latest }}"
+    compare_with: 20261130T221501Z-spark-pair-deploy
+  delegate_to: localhost
 """
 
 RETURN = r"""
@@ -74,6 +91,10 @@ rows:
   returned: success
   type: list
   elements: dict
+compared_with:
+  description: The earlier run's C(bench-*.json) the comparison used; empty without I(compare_with).
+  returned: success
+  type: str
 comparison:
   description: Per input length in both runs and metric, earlier, new, ratio, change_pct, better (lower or
     higher) and verdict (better, worse, C(~ (noise)), or null without a ratio); empty without I(compare_with).
@@ -104,6 +125,7 @@ skipped:
   type: bool
 """
 
+import glob
 import json
 import os
 import time
@@ -121,10 +143,11 @@ else:
     MATPLOTLIB_IMPORT_ERROR = None
 
 try:
-    from ansible.module_utils.bench_report import compare, comparison_table, markdown_table, plan, problems, rows
+    from ansible.module_utils.bench_report import (compare, comparison_table, markdown_table, newest_run_of, plan,
+                                                   problems, rows)
     from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, stream_chat
 except ImportError:  # plain pytest imports the project's module_utils directly
-    from bench_report import compare, comparison_table, markdown_table, plan, problems, rows
+    from bench_report import compare, comparison_table, markdown_table, newest_run_of, plan, problems, rows
     from openai_client import ServerUnreachable, read_api_key, stream_chat
 
 ARGUMENT_SPEC = dict(
@@ -134,7 +157,8 @@ ARGUMENT_SPEC = dict(
     input_words=dict(type="list", elements="int", default=[1000, 4000, 16000]),
     max_tokens=dict(type="int", default=64),
     dest=dict(type="path", required=True),
-    compare_with=dict(type="path"),
+    compare_with=dict(type="str"),
+    deployment=dict(type="dict"),
     noise_pct=dict(type="float", default=3.0),
     timeout_s=dict(type="float", default=600),
 )
@@ -149,6 +173,33 @@ def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, 
     nonce = nonce or uuid.uuid4().hex[:12]
     return [dict(stream_chat(url, model, planned, api_key, timeout_s), input_words=planned["input_words"])
             for planned in plan(input_words, max_tokens, nonce)]
+
+
+def earlier_run(compare_with, dest):
+    """(path, rows) of the run to compare with: a bench-*.json, or the newest run in dest of a deployment id.
+
+    Raises ValueError naming compare_with and why.
+    """
+    path = os.path.expanduser(compare_with)
+    if not os.path.isfile(path):
+        runs = []
+        for candidate in glob.glob(os.path.join(dest, "bench-*.json")):
+            try:
+                with open(candidate, encoding="utf-8") as handle:
+                    runs.append(dict(json.load(handle), path=candidate))
+            except (OSError, ValueError):
+                continue  # an unreadable run cannot be the one asked for
+        newest = newest_run_of(runs, compare_with)
+        if newest is None:
+            raise ValueError(f"compare_with {compare_with}: neither a bench-*.json nor a deployment with a benchmark "
+                             f"run in {dest} (deployments measured there: "
+                             f"{sorted({(r.get('deployment') or {}).get('id') for r in runs} - {None}) or 'none'})")
+        path = newest["path"]
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return path, json.load(handle)["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"compare_with {compare_with}: not a readable bench-*.json ({err!r})") from err
 
 
 def write_png(path, table_rows, title):
@@ -181,6 +232,10 @@ def report_markdown(meta, table, comparison_text, found):
              f"Model `{meta['model']}` at {meta['url']}; max_tokens {meta['max_tokens']} with ignore_eos; per input "
              "length a warm-up, one cold request (new nonce) and two hot requests with the identical prompt.", "",
              table]
+    if meta.get("deployment"):
+        deployment = meta["deployment"]
+        lines[2:2] = [f"Measured on deployment {deployment.get('id')} (profile {deployment.get('profile_name')}, "
+                      f"{deployment.get('status')}, image {deployment.get('image')}).", ""]
     if meta["compare_with"]:
         lines += [f"## Compared with {meta['compare_with']}", "",
                   f"Ratio new/earlier; changes below {meta['noise_pct']} % are marked ~ (noise).", "",
@@ -201,14 +256,13 @@ def main():
         module.fail_json(msg=f"max_tokens {params['max_tokens']}: must be at least 2 (a decode speed needs two tokens)")
     if not params["input_words"] or min(params["input_words"]) < 1:
         module.fail_json(msg=f"input_words {params['input_words']}: must be a non-empty list of positive lengths")
-    earlier_rows = None
+    earlier_path, earlier_rows = "", None
     if params["compare_with"]:
-        # Read before sending anything: a wrong path must not cost a whole benchmark run.
+        # Resolved before sending anything: a wrong path or id must not cost a whole benchmark run.
         try:
-            with open(params["compare_with"], encoding="utf-8") as handle:
-                earlier_rows = json.load(handle)["rows"]
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            module.fail_json(msg=f"compare_with {params['compare_with']}: not a readable bench-*.json ({err!r})")
+            earlier_path, earlier_rows = earlier_run(params["compare_with"], params["dest"])
+        except ValueError as err:
+            module.fail_json(msg=str(err))
     try:
         api_key = read_api_key(params["api_key_file"])
     except OSError as err:
@@ -227,8 +281,8 @@ def main():
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     meta = {"created_utc": created, "url": params["url"], "model": params["model"],
             "input_words": params["input_words"], "max_tokens": params["max_tokens"],
-            "compare_with": params["compare_with"], "noise_pct": params["noise_pct"]}
-    result = {"rows": table_rows, "comparison": comparison, "table": markdown_table(table_rows),
+            "compare_with": earlier_path, "noise_pct": params["noise_pct"], "deployment": params["deployment"]}
+    result = {"rows": table_rows, "compared_with": earlier_path, "comparison": comparison, "table": markdown_table(table_rows),
               "comparison_table": comparison_table(comparison) if comparison else "", "requests": measurements,
               "problems": found}
     os.makedirs(params["dest"], exist_ok=True)

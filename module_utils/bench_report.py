@@ -155,3 +155,10 @@ def comparison_table(comparison):
                      f"{_cell(entry['ratio'], '{:.3f}')} | {_cell(entry['change_pct'], '{:+.1f} %')} | "
                      f"{_cell(entry['verdict'])} |")
     return "\n".join(lines) + "\n"
+
+
+def newest_run_of(runs, deployment_id):
+    """The newest of the earlier runs (each the JSON a run wrote, with its `path`) measured on deployment_id,
+    or None."""
+    mine = [run for run in runs if (run.get("deployment") or {}).get("id") == deployment_id]
+    return max(mine, key=lambda run: run["created_utc"], default=None)

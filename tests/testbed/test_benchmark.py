@@ -56,7 +56,12 @@ def test_the_table_and_plot_follow_from_the_per_request_measurements(served_pair
 
 def test_a_second_run_is_compared_with_the_first_as_ratios(served_pair):
     first, _ = bench()
-    second, out = bench(("spark_serve_bench_compare_with", str(first)))
+    deployment = json.loads(first.read_text())["deployment"]
+    serving = sorted((ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records").glob("*-testbed-pair-*.json"))[-1]
+    assert deployment["id"] == serving.stem, "a run names the deployment it measured: the newest record"
+    # By deployment id: the newest run measured on it, which is the first one.
+    second, out = bench(("spark_serve_bench_compare_with", deployment["id"]))
+    assert json.loads(second.read_text())["compare_with"] == str(first)
     earlier, now = json.loads(first.read_text())["rows"], json.loads(second.read_text())["rows"]
     comparison = json.loads(second.read_text())["comparison"]
     for entry in comparison:
@@ -65,4 +70,4 @@ def test_a_second_run_is_compared_with_the_first_as_ratios(served_pair):
         if old:
             assert entry["ratio"] == pytest.approx(new / old)
     assert {e["input_words"] for e in comparison} == set(LENGTHS)
-    assert "compared with" in out
+    assert f"compared with {first}" in out

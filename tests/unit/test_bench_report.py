@@ -4,7 +4,8 @@ import statistics
 
 import pytest
 
-from bench_report import NOISE, QUESTION, compare, comparison_table, decode_tps, markdown_table, plan, problems, rows
+from bench_report import (NOISE, QUESTION, compare, comparison_table, decode_tps, markdown_table, newest_run_of, plan,
+                          problems, rows)
 
 
 def measured(name, kind, words, ttft, last, prompt=1300, completion=64, cached=0, **extra):
@@ -169,3 +170,14 @@ def test_comparison_table_shows_direction_ratio_change_and_verdict():
     assert lines[3] == "| 1000 | hot TTFT (s), lower is better | 0.280 | 0.280 | 1.000 | +0.0 % | ~ (noise) |"
     assert lines[5].startswith("| 1000 | decode tok/s, higher is better | n/a | ")
     assert lines[5].endswith("| n/a | n/a | n/a |")
+
+
+def test_newest_run_of_picks_the_newest_run_measured_on_that_deployment():
+    runs = [{"created_utc": "20261201T100000Z", "deployment": {"id": "A"}, "path": "a1"},
+            {"created_utc": "20261201T120000Z", "deployment": {"id": "A"}, "path": "a2"},
+            {"created_utc": "20261201T130000Z", "deployment": {"id": "B"}, "path": "b"},
+            {"created_utc": "20261201T140000Z", "deployment": None, "path": "none"},
+            {"created_utc": "20261201T150000Z", "path": "older format"}]
+    assert newest_run_of(runs, "A")["path"] == "a2"
+    assert newest_run_of(runs, "B")["path"] == "b"
+    assert newest_run_of(runs, "C") is None

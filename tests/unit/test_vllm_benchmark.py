@@ -94,3 +94,43 @@ def test_report_markdown_and_chart(tmp_path):
     png = tmp_path / "bench.png"
     module.write_png(str(png), table_rows, "m")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sent(tmp_path):
+    module = load_module()
+    row = {"input_words": 100, "prompt_tokens": 130, "cold_ttft_s": 0.1, "hot_ttft_s": 0.05,
+           "hot_cached_tokens": 128, "decode_tps": 80.0}
+
+    def run(created, deployment_id, decode_tps):
+        path = tmp_path / f"bench-{created}.json"
+        path.write_text(json.dumps({"created_utc": created, "deployment": {"id": deployment_id},
+                                    "rows": [dict(row, decode_tps=decode_tps)]}))
+        return str(path)
+
+    older = run("20261201T100000Z", "20261201T095000Z-spark-pair-deploy", 70.0)
+    newer = run("20261201T110000Z", "20261201T095000Z-spark-pair-deploy", 75.0)
+    other = run("20261201T120000Z", "20261201T115000Z-spark-pair-rollback", 90.0)
+    (tmp_path / "bench-20261201T130000Z.json").write_text("{ cut short")
+    assert module.earlier_run(older, str(tmp_path)) == (older, [dict(row, decode_tps=70.0)])
+    assert module.earlier_run("20261201T095000Z-spark-pair-deploy", str(tmp_path))[0] == newer
+    assert module.earlier_run("20261201T115000Z-spark-pair-rollback", str(tmp_path))[0] == other
+    with pytest.raises(ValueError) as refused:
+        module.earlier_run("20261130T000000Z-spark-pair-deploy", str(tmp_path))
+    assert str(refused.value) == (
+        f"compare_with 20261130T000000Z-spark-pair-deploy: neither a bench-*.json nor a deployment with a benchmark "
+        f"run in {tmp_path} (deployments measured there: ['20261201T095000Z-spark-pair-deploy', "
+        f"'20261201T115000Z-spark-pair-rollback'])")
+    with pytest.raises(ValueError, match="not a readable bench-"):
+        module.earlier_run(str(tmp_path / "bench-20261201T130000Z.json"), str(tmp_path))
+
+
+def test_report_names_the_deployment_measured():
+    module = load_module()
+    meta = {"created_utc": "20261201T080000Z", "url": "http://h:8000", "model": "m", "max_tokens": 64,
+            "compare_with": "", "noise_pct": 3.0,
+            "deployment": {"id": "20261201T075000Z-spark-pair-deploy", "profile_name": "pair", "status": "passed",
+                           "image": "10.0.0.2:5000/vllm@sha256:ab"}}
+    text = module.report_markdown(meta, "| table |\n", "", [])
+    assert ("Measured on deployment 20261201T075000Z-spark-pair-deploy (profile pair, passed, image "
+            "10.0.0.2:5000/vllm@sha256:ab).") in text
+    assert text.index("Measured on deployment") < text.index("| table |")
