@@ -197,7 +197,7 @@ def earlier_run(compare_with, dest):
         path = newest["path"]
     try:
         with open(path, encoding="utf-8") as handle:
-            return path, json.load(handle)["rows"]
+            return os.path.abspath(path), json.load(handle)["rows"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(f"compare_with {compare_with}: not a readable bench-*.json ({err!r})") from err
 
