@@ -27,14 +27,22 @@ options:
     description: Output tokens of every request (at least 2, so that a decode speed exists).
     type: int
     default: 64
+  repeats:
+    description:
+      - How many times the cold and two hot requests run per input length (each time with a new nonce). With
+        more than one, every figure is the median and the report shows its spread, which widens the noise band
+        of the comparison where the run's own noise exceeds I(noise_pct).
+    type: int
+    default: 1
   dest:
     description: Directory on the controller for the JSON, Markdown and PNG files; created when missing.
     type: path
     required: true
   compare_with:
     description:
-      - An earlier run's C(bench-*.json), or the id of a deployment record (C(<UTC time>-<inventory>-<kind>)); then the newest
-        run in I(dest) measured on that deployment. Its rows are compared with this run's per length and metric.
+      - An earlier run's C(bench-*.json), or the id of a deployment record (C(<UTC time>-<inventory>-<kind>));
+        then the newest run in I(dest) measured on that deployment. Its rows are compared with this run's per
+        length and metric.
       - Resolved before any request is sent.
     type: str
   deployment:
@@ -43,7 +51,9 @@ options:
         C(image) go into the report, so that a later run can name it in I(compare_with).
     type: dict
   noise_pct:
-    description: Changes smaller than this many percent are marked C(~ (noise)) in the comparison.
+    description:
+      - Changes smaller than this many percent are marked C(~ (noise)) in the comparison; the band is wider for a
+        figure whose spread over the repeats (either run's) is larger.
     type: float
     default: 3.0
   timeout_s:
@@ -87,7 +97,7 @@ paths:
   type: dict
 rows:
   description: One row per input length (input_words, prompt_tokens, cold_ttft_s, hot_ttft_s, hot_cached_tokens,
-    decode_tps); a figure no request produced is null.
+    decode_tps, repeats, spread_pct); a figure no request produced is null.
   returned: success
   type: list
   elements: dict
@@ -156,6 +166,7 @@ ARGUMENT_SPEC = dict(
     api_key_file=dict(type="path", no_log=False),
     input_words=dict(type="list", elements="int", default=[1000, 4000, 16000]),
     max_tokens=dict(type="int", default=64),
+    repeats=dict(type="int", default=1),
     dest=dict(type="path", required=True),
     compare_with=dict(type="str"),
     deployment=dict(type="dict"),
@@ -164,7 +175,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, nonce=None):
+def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, nonce=None, repeats=1):
     """Send the plan one request at a time; each measurement also carries its input length.
 
     Raises ServerUnreachable when the server does not answer: a partial run has no row to compare.
@@ -172,7 +183,7 @@ def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, 
     url = url.rstrip("/")
     nonce = nonce or uuid.uuid4().hex[:12]
     return [dict(stream_chat(url, model, planned, api_key, timeout_s), input_words=planned["input_words"])
-            for planned in plan(input_words, max_tokens, nonce)]
+            for planned in plan(input_words, max_tokens, nonce, repeats)]
 
 
 def earlier_run(compare_with, dest):
@@ -230,7 +241,8 @@ def write_png(path, table_rows, title):
 def report_markdown(meta, table, comparison_text, found):
     lines = [f"# Benchmark {meta['created_utc']}", "",
              f"Model `{meta['model']}` at {meta['url']}; max_tokens {meta['max_tokens']} with ignore_eos; per input "
-             "length a warm-up, one cold request (new nonce) and two hot requests with the identical prompt.", "",
+             f"length a warm-up, then {meta.get('repeats', 1)} time(s) one cold request (new nonce) and two hot "
+             "requests with the identical prompt.", "",
              table]
     if meta.get("deployment"):
         deployment = meta["deployment"]
@@ -254,6 +266,8 @@ def main():
         module.fail_json(msg=missing_required_lib("matplotlib") + " (make install)", exception=MATPLOTLIB_IMPORT_ERROR)
     if params["max_tokens"] < 2:
         module.fail_json(msg=f"max_tokens {params['max_tokens']}: must be at least 2 (a decode speed needs two tokens)")
+    if params["repeats"] < 1:
+        module.fail_json(msg=f"repeats {params['repeats']}: must be at least 1")
     if not params["input_words"] or min(params["input_words"]) < 1:
         module.fail_json(msg=f"input_words {params['input_words']}: must be a non-empty list of positive lengths")
     earlier_path, earlier_rows = "", None
@@ -271,7 +285,7 @@ def main():
         module.no_log_values.add(api_key)  # masks the key should any returned text ever contain it
     try:
         measurements = measure(params["url"], params["model"], params["input_words"], params["max_tokens"],
-                               api_key=api_key, timeout_s=params["timeout_s"])
+                               api_key=api_key, timeout_s=params["timeout_s"], repeats=params["repeats"])
     except ServerUnreachable as err:
         module.fail_json(msg=f"the benchmark cannot reach the server: {err}")
 
@@ -280,9 +294,10 @@ def main():
     found = problems(measurements, params["max_tokens"])
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     meta = {"created_utc": created, "url": params["url"], "model": params["model"],
-            "input_words": params["input_words"], "max_tokens": params["max_tokens"],
+            "input_words": params["input_words"], "max_tokens": params["max_tokens"], "repeats": params["repeats"],
             "compare_with": earlier_path, "noise_pct": params["noise_pct"], "deployment": params["deployment"]}
-    result = {"rows": table_rows, "compared_with": earlier_path, "comparison": comparison, "table": markdown_table(table_rows),
+    result = {"rows": table_rows, "compared_with": earlier_path, "comparison": comparison,
+              "table": markdown_table(table_rows),
               "comparison_table": comparison_table(comparison) if comparison else "", "requests": measurements,
               "problems": found}
     os.makedirs(params["dest"], exist_ok=True)

@@ -60,7 +60,8 @@ def test_a_second_run_is_compared_with_the_first_as_ratios(served_pair):
     serving = sorted((ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records").glob("*-testbed-pair-*.json"))[-1]
     assert deployment["id"] == serving.stem, "a run names the deployment it measured: the newest record"
     # By deployment id: the newest run measured on it, which is the first one.
-    second, out = bench(("spark_serve_bench_compare_with", deployment["id"]))
+    # Repeated: medians and their spread, which widens the noise band where it exceeds the fixed 3 %.
+    second, out = bench(("spark_serve_bench_compare_with", deployment["id"]), ("spark_serve_bench_repeats", 2))
     assert json.loads(second.read_text())["compare_with"] == str(first)
     earlier, now = json.loads(first.read_text())["rows"], json.loads(second.read_text())["rows"]
     comparison = json.loads(second.read_text())["comparison"]
@@ -69,5 +70,9 @@ def test_a_second_run_is_compared_with_the_first_as_ratios(served_pair):
         new = next(r for r in now if r["input_words"] == entry["input_words"])[entry["metric"]]
         if old:
             assert entry["ratio"] == pytest.approx(new / old)
+        spread = next(r for r in now if r["input_words"] == entry["input_words"])["spread_pct"].get(entry["metric"], 0)
+        assert entry["noise_band_pct"] == pytest.approx(max(3.0, spread))
+    assert all(row["repeats"] == 2 for row in now)
+    assert [r["repeat"] for r in json.loads(second.read_text())["requests"] if r["kind"] == "cold"] == [1, 2] * 2
     assert {e["input_words"] for e in comparison} == set(LENGTHS)
     assert f"compared with {first}" in out

@@ -164,12 +164,60 @@ def test_comparison_table_shows_direction_ratio_change_and_verdict():
     old = new[0]
     earlier = earlier_rows(cold_ttft_s=old["cold_ttft_s"] / 0.8, decode_tps=None)
     lines = comparison_table(compare(new, earlier)).splitlines()
-    assert lines[0] == "| input words | metric | earlier | new | new/earlier | change | verdict |"
+    assert lines[0] == "| input words | metric | earlier | new | new/earlier | change | noise band | verdict |"
     assert len(lines) == 2 + 4
-    assert lines[2] == "| 1000 | cold TTFT (s), lower is better | 1.500 | 1.200 | 0.800 | -20.0 % | better |"
-    assert lines[3] == "| 1000 | hot TTFT (s), lower is better | 0.280 | 0.280 | 1.000 | +0.0 % | ~ (noise) |"
+    assert lines[2] == ("| 1000 | cold TTFT (s), lower is better | 1.500 | 1.200 | 0.800 | -20.0 % | ±3.0 % "
+                        "| better |")
+    assert lines[3] == ("| 1000 | hot TTFT (s), lower is better | 0.280 | 0.280 | 1.000 | +0.0 % | ±3.0 % "
+                        "| ~ (noise) |")
     assert lines[5].startswith("| 1000 | decode tok/s, higher is better | n/a | ")
-    assert lines[5].endswith("| n/a | n/a | n/a |")
+    assert lines[5].endswith("| n/a | n/a | ±3.0 % | n/a |")
+
+
+def repeated_run(cold_ttfts, hot_ttfts, words=1000):
+    """A run of one length with one repeat per cold TTFT; hot TTFTs are per repeat (both hot requests alike)."""
+    run = [measured(f"warmup-{words}", "warmup", words, 9.0, 9.5, prompt=30, repeat=1)]
+    for repeat, (cold, hot) in enumerate(zip(cold_ttfts, hot_ttfts), start=1):
+        run += [measured(f"cold.{repeat}-{words}", "cold", words, cold, cold + 1.0, prompt=1310, repeat=repeat),
+                measured(f"hot-1.{repeat}-{words}", "hot", words, hot, hot + 1.0, prompt=1310, cached=1296 - repeat,
+                         repeat=repeat),
+                measured(f"hot-2.{repeat}-{words}", "hot", words, hot, hot + 1.0, prompt=1310, cached=1296,
+                         repeat=repeat)]
+    return run
+
+
+def test_plan_repeats_cold_and_hot_with_a_new_nonce_each_time_after_one_warmup():
+    requests = plan([1000], 8, "n0nce", repeats=3)
+    assert [(r["name"], r["repeat"]) for r in requests] == [
+        ("warmup-1000", 1), ("cold.1-1000", 1), ("hot-1.1-1000", 1), ("hot-2.1-1000", 1),
+        ("cold.2-1000", 2), ("hot-1.2-1000", 2), ("hot-2.2-1000", 2),
+        ("cold.3-1000", 3), ("hot-1.3-1000", 3), ("hot-2.3-1000", 3)]
+    colds = [r["messages"][0]["content"] for r in requests if r["kind"] == "cold"]
+    assert [text.split("\n")[0] for text in colds] == ["n0nce.1-1000", "n0nce.2-1000", "n0nce.3-1000"]
+    assert len({text.split("\n", 1)[1] for text in colds}) == 1, "only the nonce differs between repeats"
+
+
+def test_rows_take_the_median_over_repeats_and_report_the_spread():
+    (row,) = rows(repeated_run([1.0, 1.4, 1.1], [0.20, 0.30, 0.25]))
+    assert row["repeats"] == 3
+    assert row["cold_ttft_s"] == pytest.approx(1.1) and row["hot_ttft_s"] == pytest.approx(0.25)
+    assert row["hot_cached_tokens"] == 1293, "cached tokens: the smallest of any repeat"
+    assert row["spread_pct"]["cold_ttft_s"] == pytest.approx((1.4 - 1.0) / 1.1 * 100)
+    assert row["spread_pct"]["hot_ttft_s"] == pytest.approx((0.30 - 0.20) / 0.25 * 100)
+    assert rows(RUN)[0]["spread_pct"] == {} and rows(RUN)[0]["repeats"] == 1
+    table = markdown_table([row]).splitlines()
+    assert "Medians over the repeats; their spread, (max - min) / median:" in table
+    assert table[-1].startswith(f"| 1000 | 3 | {(1.4 - 1.0) / 1.1 * 100:.1f} % | 40.0 % | ")
+
+
+def test_a_change_inside_the_measured_spread_is_noise_and_outside_it_a_verdict():
+    noisy = rows(repeated_run([1.0, 1.2, 1.1], [0.20, 0.30, 0.25]))  # cold spread 18 %, hot spread 40 %
+    faster = rows(repeated_run([0.95, 0.95, 0.95], [0.10, 0.10, 0.10]))  # -13.6 % cold, -60 % hot
+    by_metric = {entry["metric"]: entry for entry in compare(faster, noisy)}
+    assert by_metric["cold_ttft_s"]["noise_band_pct"] == pytest.approx(0.2 / 1.1 * 100)
+    assert by_metric["cold_ttft_s"]["verdict"] == NOISE, "-13.6 % lies inside the earlier run's 18.2 % spread"
+    assert by_metric["hot_ttft_s"]["verdict"] == "better"
+    assert by_metric["decode_tps"]["noise_band_pct"] == 3.0, "no spread measured: the fixed threshold"
 
 
 def test_newest_run_of_picks_the_newest_run_measured_on_that_deployment():
