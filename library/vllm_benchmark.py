@@ -47,8 +47,8 @@ options:
     type: str
   deployment:
     description:
-      - The deployment the service runs (vllm_record_info's C(latest)); its C(id), C(profile_name), C(status) and
-        C(image) go into the report, so that a later run can name it in I(compare_with).
+      - The deployment record the service runs (vllm_record_info's C(latest)); its C(id), C(profile_name),
+        C(status) and image reference go into the report, so that a later run can name it in I(compare_with).
     type: dict
   noise_pct:
     description:
@@ -107,7 +107,8 @@ compared_with:
   type: str
 comparison:
   description: Per input length in both runs and metric, earlier, new, ratio, change_pct, better (lower or
-    higher) and verdict (better, worse, C(~ (noise)), or null without a ratio); empty without I(compare_with).
+    higher), noise_band_pct and verdict (better, worse, C(~ (noise)), or null without a ratio); empty without
+    I(compare_with).
   returned: success
   type: list
   elements: dict
@@ -213,6 +214,15 @@ def earlier_run(compare_with, dest):
         raise ValueError(f"compare_with {compare_with}: not a readable bench-*.json ({err!r})") from err
 
 
+def deployment_summary(record):
+    """What a report keeps of the deployment record it measured (None without one)."""
+    if not record:
+        return None
+    image = record.get("image")
+    return {"id": record.get("id"), "profile_name": record.get("profile_name"), "status": record.get("status"),
+            "image": image.get("ref") if isinstance(image, dict) else image}
+
+
 def write_png(path, table_rows, title):
     """Two panels by input length: cold and hot TTFT (s), decode tok/s. A missing figure leaves a gap."""
     figure = Figure(figsize=(11, 4.5))
@@ -295,7 +305,7 @@ def main():
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     meta = {"created_utc": created, "url": params["url"], "model": params["model"],
             "input_words": params["input_words"], "max_tokens": params["max_tokens"], "repeats": params["repeats"],
-            "compare_with": earlier_path, "noise_pct": params["noise_pct"], "deployment": params["deployment"]}
+            "compare_with": earlier_path, "noise_pct": params["noise_pct"], "deployment": deployment_summary(params["deployment"])}
     result = {"rows": table_rows, "compared_with": earlier_path, "comparison": comparison,
               "table": markdown_table(table_rows),
               "comparison_table": comparison_table(comparison) if comparison else "", "requests": measurements,

@@ -126,10 +126,13 @@ def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sen
 
 def test_report_names_the_deployment_measured():
     module = load_module()
+    record = {"id": "20261201T075000Z-spark-pair-deploy", "profile_name": "pair", "status": "passed",
+              "image": {"ref": "10.0.0.2:5000/vllm@sha256:ab", "id": "sha256:cd"}, "ranks": [{"argv": ["serve"]}]}
+    assert module.deployment_summary(None) is None
     meta = {"created_utc": "20261201T080000Z", "url": "http://h:8000", "model": "m", "max_tokens": 64,
-            "compare_with": "", "noise_pct": 3.0,
-            "deployment": {"id": "20261201T075000Z-spark-pair-deploy", "profile_name": "pair", "status": "passed",
-                           "image": "10.0.0.2:5000/vllm@sha256:ab"}}
+            "compare_with": "", "noise_pct": 3.0, "deployment": module.deployment_summary(record)}
+    assert meta["deployment"] == {"id": record["id"], "profile_name": "pair", "status": "passed",
+                                  "image": "10.0.0.2:5000/vllm@sha256:ab"}
     text = module.report_markdown(meta, "| table |\n", "", [])
     assert ("Measured on deployment 20261201T075000Z-spark-pair-deploy (profile pair, passed, image "
             "10.0.0.2:5000/vllm@sha256:ab).") in text
