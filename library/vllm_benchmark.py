@@ -177,13 +177,14 @@ ARGUMENT_SPEC = dict(
 
 
 def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, nonce=None, repeats=1):
-    """Send the plan one request at a time; each measurement also carries its input length.
+    """Send the plan one request at a time; each measurement also carries its input length and repeat.
 
     Raises ServerUnreachable when the server does not answer: a partial run has no row to compare.
     """
     url = url.rstrip("/")
     nonce = nonce or uuid.uuid4().hex[:12]
-    return [dict(stream_chat(url, model, planned, api_key, timeout_s), input_words=planned["input_words"])
+    return [dict(stream_chat(url, model, planned, api_key, timeout_s), input_words=planned["input_words"],
+                 repeat=planned["repeat"])
             for planned in plan(input_words, max_tokens, nonce, repeats)]
 
 
@@ -260,7 +261,8 @@ def report_markdown(meta, table, comparison_text, found):
                       f"{deployment.get('status')}, image {deployment.get('image')}).", ""]
     if meta["compare_with"]:
         lines += [f"## Compared with {meta['compare_with']}", "",
-                  f"Ratio new/earlier; changes below {meta['noise_pct']} % are marked ~ (noise).", "",
+                  f"Ratio new/earlier; changes inside the noise band ({meta['noise_pct']} %, or the wider spread "
+                  "either run measured over its repeats) are marked ~ (noise).", "",
                   comparison_text]
     if found:
         lines += ["## Problems (these figures are not comparable)", ""] + [f"- {problem}" for problem in found] + [""]

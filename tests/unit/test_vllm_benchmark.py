@@ -73,6 +73,19 @@ def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_ser
     assert module.problems(measurements, 9)[0] == "warmup-100: decoded 8 tokens, not max_tokens 9"
 
 
+def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
+    module = load_module()
+    url, seen = fake_server
+    measurements = module.measure(url, "tiny-llama", [100], 8, timeout_s=30, nonce="bench-repeat", repeats=3)
+    assert [(m["name"], m["repeat"]) for m in measurements if m["kind"] == "cold"] == [
+        ("cold.1-100", 1), ("cold.2-100", 2), ("cold.3-100", 3)]
+    assert [m["cached_tokens"] for m in measurements if m["kind"] == "cold"] == [0, 0, 0], "each repeat is cold"
+    (row,) = rows(measurements)
+    colds = sorted(m["ttft_s"] for m in measurements if m["kind"] == "cold")
+    assert row["repeats"] == 3 and row["cold_ttft_s"] == colds[1]
+    assert row["spread_pct"]["cold_ttft_s"] == pytest.approx((colds[2] - colds[0]) / colds[1] * 100)
+
+
 def test_report_markdown_and_chart(tmp_path):
     module = load_module()
     table_rows = [
@@ -87,7 +100,7 @@ def test_report_markdown_and_chart(tmp_path):
     text = module.report_markdown(meta, markdown_table(table_rows), comparison_table(comparison),
                                   ["cold-4000: HTTP 400"])
     assert markdown_table(table_rows) in text and comparison_table(comparison) in text
-    assert "## Compared with /tmp/bench-old.json" in text and "below 3.0 % are marked ~ (noise)" in text
+    assert "## Compared with /tmp/bench-old.json" in text and "noise band (3.0 %, or the wider spread" in text
     assert text.rstrip().endswith("- cold-4000: HTTP 400")
     without = module.report_markdown(dict(meta, compare_with=None), markdown_table(table_rows), "", [])
     assert "Compared with" not in without and "Problems" not in without
