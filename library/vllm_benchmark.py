@@ -307,7 +307,8 @@ def main():
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     meta = {"created_utc": created, "url": params["url"], "model": params["model"],
             "input_words": params["input_words"], "max_tokens": params["max_tokens"], "repeats": params["repeats"],
-            "compare_with": earlier_path, "noise_pct": params["noise_pct"], "deployment": deployment_summary(params["deployment"])}
+            "compare_with": earlier_path, "noise_pct": params["noise_pct"],
+            "deployment": deployment_summary(params["deployment"])}
     result = {"rows": table_rows, "compared_with": earlier_path, "comparison": comparison,
               "table": markdown_table(table_rows),
               "comparison_table": comparison_table(comparison) if comparison else "", "requests": measurements,
