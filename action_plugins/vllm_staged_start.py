@@ -23,7 +23,7 @@ from ansible.utils.display import Display
 
 # Action plugins run in the controller's Python, where the project's module_utils is a plain folder.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
-from rank_watch import STAGES, rank_verdict, stage_of, timeouts  # noqa: E402
+from rank_watch import STAGES, rank_verdict, stage_of, timeouts
 
 display = Display()
 
@@ -33,8 +33,15 @@ class Rank:
         self.host = spec["host"]
         self.rank = int(spec["rank"])
         # One multiplexed SSH connection per node: a look at every rank costs milliseconds, not a handshake each.
-        self.ssh = [spec["ssh"][0], "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir}/%C",
-                    "-o", "ControlPersist=120"] + list(spec["ssh"][1:])
+        self.ssh = [
+            spec["ssh"][0],
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={control_dir}/%C",
+            "-o",
+            "ControlPersist=120",
+        ] + list(spec["ssh"][1:])
         self.container = spec["container"]
         self.compose = f"docker compose -p {shlex.quote(project)} --project-directory {shlex.quote(compose_dir)}"
         self.stage = 0
@@ -53,11 +60,17 @@ class Rank:
     def observe(self, health_port=None, tail=400):
         """(state, exit code, health, last log lines) in one round trip: state None when there is no container,
         health the HTTP status of /health on `health_port` (the head) or None."""
-        probe = (f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' http://127.0.0.1:{health_port}/health"
-                 if health_port else "printf -")
-        rc, out, _ = self.run(f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {self.container} "
-                              f"2>/dev/null || echo missing -1; {probe}; echo; "
-                              f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
+        probe = (
+            f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' http://127.0.0.1:{health_port}/health"
+            if health_port
+            else "printf -"
+        )
+        rc, out, _ = self.run(
+            f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {self.container} "
+            f"2>/dev/null || echo missing -1; {probe}; echo; "
+            f"docker logs --tail {tail} {self.container} 2>&1",
+            timeout=30,
+        )
         lines = out.splitlines()
         status = lines[0].split() if lines else []
         state = status[0] if rc == 0 and len(status) == 2 and status[0] != "missing" else None
@@ -90,8 +103,13 @@ class ActionModule(ActionBase):
             result.update(changed=True, msg="check mode: the service would be (re)started in stages")
             return result
         control_dir = tempfile.mkdtemp(prefix="spark-serve-ssh-")
-        ranks = sorted((Rank(spec, self._task.args.get("project", "spark-serve"), self._task.args["compose_dir"],
-                             control_dir) for spec in self._task.args["ranks"]), key=lambda r: r.rank)
+        ranks = sorted(
+            (
+                Rank(spec, self._task.args.get("project", "spark-serve"), self._task.args["compose_dir"], control_dir)
+                for spec in self._task.args["ranks"]
+            ),
+            key=lambda r: r.rank,
+        )
         try:
             return self.start(result, ranks, self._task.args)
         finally:
@@ -102,19 +120,29 @@ class ActionModule(ActionBase):
     def start(self, result, ranks, args):
         port = int(args.get("port", 8000))
         poll_s = float(args.get("poll_s", 1))
-        inner, outer = timeouts(int(args.get("expected_load_s", 900)), args.get("distributed_timeout_s"),
-                                args.get("backend", "nccl"))
+        inner, outer = timeouts(
+            int(args.get("expected_load_s", 900)), args.get("distributed_timeout_s"), args.get("backend", "nccl")
+        )
         log_dir = args.get("log_dir")
-        display.display(f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
-                        f"this watch gives up after {outer} s (always longer)")
+        display.display(
+            f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
+            f"this watch gives up after {outer} s (always longer)"
+        )
         started = time.monotonic()
         self.clean(ranks, [port] + ([int(args.get("master_port", 29501))] if len(ranks) > 1 else []))
         timeline = []
         for rank in [r for r in ranks if r.rank != 0] + [ranks[0]]:  # workers first, then the head
             rc, out, err = rank.up()
             if rc != 0:
-                return self.failed(result, ranks, rank, f"docker compose up failed: {(err or out).strip()[-500:]}",
-                                   started, log_dir, timeline)
+                return self.failed(
+                    result,
+                    ranks,
+                    rank,
+                    f"docker compose up failed: {(err or out).strip()[-500:]}",
+                    started,
+                    log_dir,
+                    timeline,
+                )
             timeline.append({"seconds": round(time.monotonic() - started, 1), "event": f"{rank.label} started"})
 
         head = ranks[0]
@@ -137,16 +165,22 @@ class ActionModule(ActionBase):
             if health == "200":
                 timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
                 display.display(f"[vllm] {elapsed:5.0f} s  ready: /health 200 and all {len(ranks)} rank(s) running")
-                result.update(changed=True, ready=True, seconds=round(elapsed, 1), timeline=timeline,
-                              msg=f"{len(ranks)} rank(s) ready in {elapsed:.0f} s")
+                result.update(
+                    changed=True,
+                    ready=True,
+                    seconds=round(elapsed, 1),
+                    timeline=timeline,
+                    msg=f"{len(ranks)} rank(s) ready in {elapsed:.0f} s",
+                )
                 return result
             if elapsed - last_print >= 10 or not last_print:
                 last_print = elapsed or 0.001
                 stages = " | ".join(f"{r.label}: {STAGES[r.stage][0]}" for r in ranks)
                 display.display(f"[vllm] {elapsed:5.0f} s  {stages}")
             time.sleep(poll_s)
-        return self.failed(result, ranks, head, f"not ready after {outer} s (outer timeout)", started, log_dir,
-                           timeline)
+        return self.failed(
+            result, ranks, head, f"not ready after {outer} s (outer timeout)", started, log_dir, timeline
+        )
 
     def clean(self, ranks, ports):
         """Remove this service's containers on every node, then any other container holding the head's ports
@@ -161,9 +195,11 @@ class ActionModule(ActionBase):
             head.run(f"docker rm -f {shlex.quote(container)} >/dev/null", timeout=60)
         rc, out, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
         if out.strip():
-            raise AnsibleActionFail(f"{head.label}: port(s) {', '.join(map(str, ports))} still held after removing "
-                                    f"this service's containers: {out.strip()} -- stop that process first; "
-                                    f"nothing was started")
+            raise AnsibleActionFail(
+                f"{head.label}: port(s) {', '.join(map(str, ports))} still held after removing "
+                f"this service's containers: {out.strip()} -- stop that process first; "
+                f"nothing was started"
+            )
 
     @staticmethod
     def port_holders(head, ports):
@@ -175,8 +211,11 @@ class ActionModule(ActionBase):
             pids.update({pid: port for pid in re.findall(r"pid=(\d+)", line)})
         if not pids:
             return {}
-        _, table, _ = head.run("for c in $(docker ps -q); do echo \"$(docker inspect -f '{{.Name}}' $c) "
-                               "$(docker top $c -eo pid | tail -n +2 | tr '\\n' ' ')\"; done", timeout=60)
+        _, table, _ = head.run(
+            "for c in $(docker ps -q); do echo \"$(docker inspect -f '{{.Name}}' $c) "
+            "$(docker top $c -eo pid | tail -n +2 | tr '\\n' ' ')\"; done",
+            timeout=60,
+        )
         holders = {}
         for line in table.splitlines():
             name, *container_pids = line.split()
@@ -190,13 +229,24 @@ class ActionModule(ActionBase):
         saved = self.collect_logs(ranks, log_dir)
         for rank in ranks:  # head first: it would otherwise keep waiting for the workers
             rank.down()
-        message = (f"{culprit.label} failed first after {elapsed:.0f} s: {reason}. Every rank was stopped "
-                   f"(SIGTERM, then container removal); model cache and images untouched. Last log lines: "
-                   f"{', '.join(saved) or 'none'}")
+        message = (
+            f"{culprit.label} failed first after {elapsed:.0f} s: {reason}. Every rank was stopped "
+            f"(SIGTERM, then container removal); model cache and images untouched. Last log lines: "
+            f"{', '.join(saved) or 'none'}"
+        )
         display.display(f"[vllm] {elapsed:5.0f} s  FAILED: {message}")
-        result.update(failed=True, ready=False, changed=True, msg=message, failed_rank=culprit.rank,
-                      failed_host=culprit.host, reason=reason, seconds=round(elapsed, 1), timeline=timeline,
-                      logs=saved)
+        result.update(
+            failed=True,
+            ready=False,
+            changed=True,
+            msg=message,
+            failed_rank=culprit.rank,
+            failed_host=culprit.host,
+            reason=reason,
+            seconds=round(elapsed, 1),
+            timeline=timeline,
+            logs=saved,
+        )
         return result
 
     @staticmethod

@@ -114,8 +114,13 @@ def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.
     lost_during = None
     for planned in request_plan(acceptance, nonce):
         if lost_during:
-            measurements.append({"name": planned["name"], "kind": planned["kind"],
-                                 "error": f"not sent: the server stopped answering during {lost_during}"})
+            measurements.append(
+                {
+                    "name": planned["name"],
+                    "kind": planned["kind"],
+                    "error": f"not sent: the server stopped answering during {lost_during}",
+                }
+            )
             continue
         try:
             measurements.append(stream_chat(url, model, planned, api_key, timeout_s))
@@ -135,8 +140,14 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if module.check_mode:
-        module.exit_json(changed=False, skipped=True, msg="check mode: no acceptance request was sent",
-                         failures=[], summary={}, requests=[])
+        module.exit_json(
+            changed=False,
+            skipped=True,
+            msg="check mode: no acceptance request was sent",
+            failures=[],
+            summary={},
+            requests=[],
+        )
     try:
         api_key = read_api_key(params["api_key_file"])
     except OSError as err:
@@ -144,8 +155,14 @@ def main():
     if api_key:
         module.no_log_values.add(api_key)  # masks the key should any returned text ever contain it
     try:
-        result = run_gate(params["url"], params["model"], params["acceptance"], api_key=api_key,
-                          previous=params["previous"], timeout_s=params["timeout_s"])
+        result = run_gate(
+            params["url"],
+            params["model"],
+            params["acceptance"],
+            api_key=api_key,
+            previous=params["previous"],
+            timeout_s=params["timeout_s"],
+        )
     except ServerUnreachable as err:
         module.fail_json(msg=f"the acceptance gate cannot reach the server: {err}")
     module.exit_json(changed=False, **result)

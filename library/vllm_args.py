@@ -174,8 +174,7 @@ ARGUMENT_SPEC = dict(
     master_port=dict(type="int"),
     gpus_per_node=dict(type="int"),
     extra_args=dict(type="list", elements="str", default=[]),
-    moe_table=dict(type="dict", options=dict(dtype=dict(type="str"),
-                                             block_shape=dict(type="list", elements="int"))),
+    moe_table=dict(type="dict", options=dict(dtype=dict(type="str"), block_shape=dict(type="list", elements="int"))),
     tuned_config_dir=dict(type="path"),
     device_name=dict(type="str", default="NVIDIA_GB10"),
     api_key_file=dict(type="path", no_log=False),
@@ -228,8 +227,12 @@ def main():
     model_config, problem = load_model_config(params["model_config"])
     if problem:
         message = f"model_config={params['model_config']!r}: {problem}"
-        module.fail_json(msg=message, violations=[{"field": "model_config", "value": params["model_config"],
-                                                   "rule": "model-config", "message": message}])
+        module.fail_json(
+            msg=message,
+            violations=[
+                {"field": "model_config", "value": params["model_config"], "rule": "model-config", "message": message}
+            ],
+        )
     params["model_config"] = model_config
     folder = params.get("tuned_config_dir")
     params["tuned_config_files"] = sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else None
@@ -240,8 +243,11 @@ def main():
         module.warn(warning)  # Ansible returns them as the result's `warnings`
     if violations:
         lines = "\n".join(f"- {v['message']} [rule: {v['rule']}]" for v in violations)
-        module.fail_json(msg=f"{len(violations)} violation(s) in the vLLM engine profile; nothing was "
-                             f"changed:\n{lines}", violations=violations, **result)
+        module.fail_json(
+            msg=f"{len(violations)} violation(s) in the vLLM engine profile; nothing was changed:\n{lines}",
+            violations=violations,
+            **result,
+        )
 
     changed, diff = False, None
     dest = params.get("dest")

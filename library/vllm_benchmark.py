@@ -154,8 +154,15 @@ else:
     MATPLOTLIB_IMPORT_ERROR = None
 
 try:
-    from ansible.module_utils.bench_report import (compare, comparison_table, markdown_table, newest_run_of, plan,
-                                                   problems, rows)
+    from ansible.module_utils.bench_report import (
+        compare,
+        comparison_table,
+        markdown_table,
+        newest_run_of,
+        plan,
+        problems,
+        rows,
+    )
     from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, stream_chat
 except ImportError:  # plain pytest imports the project's module_utils directly
     from bench_report import compare, comparison_table, markdown_table, newest_run_of, plan, problems, rows
@@ -183,9 +190,14 @@ def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, 
     """
     url = url.rstrip("/")
     nonce = nonce or uuid.uuid4().hex[:12]
-    return [dict(stream_chat(url, model, planned, api_key, timeout_s), input_words=planned["input_words"],
-                 repeat=planned["repeat"])
-            for planned in plan(input_words, max_tokens, nonce, repeats)]
+    return [
+        dict(
+            stream_chat(url, model, planned, api_key, timeout_s),
+            input_words=planned["input_words"],
+            repeat=planned["repeat"],
+        )
+        for planned in plan(input_words, max_tokens, nonce, repeats)
+    ]
 
 
 def earlier_run(compare_with, dest):
@@ -204,9 +216,11 @@ def earlier_run(compare_with, dest):
                 continue  # an unreadable run cannot be the one asked for
         newest = newest_run_of(runs, compare_with)
         if newest is None:
-            raise ValueError(f"compare_with {compare_with}: neither a bench-*.json nor a deployment with a benchmark "
-                             f"run in {dest} (deployments measured there: "
-                             f"{sorted({(r.get('deployment') or {}).get('id') for r in runs} - {None}) or 'none'})")
+            raise ValueError(
+                f"compare_with {compare_with}: neither a bench-*.json nor a deployment with a benchmark "
+                f"run in {dest} (deployments measured there: "
+                f"{sorted({(r.get('deployment') or {}).get('id') for r in runs} - {None}) or 'none'})"
+            )
         path = newest["path"]
     try:
         with open(path, encoding="utf-8") as handle:
@@ -220,8 +234,12 @@ def deployment_summary(record):
     if not record:
         return None
     image = record.get("image")
-    return {"id": record.get("id"), "profile_name": record.get("profile_name"), "status": record.get("status"),
-            "image": image.get("ref") if isinstance(image, dict) else image}
+    return {
+        "id": record.get("id"),
+        "profile_name": record.get("profile_name"),
+        "status": record.get("status"),
+        "image": image.get("ref") if isinstance(image, dict) else image,
+    }
 
 
 def write_png(path, table_rows, title):
@@ -250,20 +268,31 @@ def write_png(path, table_rows, title):
 
 
 def report_markdown(meta, table, comparison_text, found):
-    lines = [f"# Benchmark {meta['created_utc']}", "",
-             f"Model `{meta['model']}` at {meta['url']}; max_tokens {meta['max_tokens']} with ignore_eos; per input "
-             f"length a warm-up, then {meta.get('repeats', 1)} time(s) one cold request (new nonce) and two hot "
-             "requests with the identical prompt.", "",
-             table]
+    lines = [
+        f"# Benchmark {meta['created_utc']}",
+        "",
+        f"Model `{meta['model']}` at {meta['url']}; max_tokens {meta['max_tokens']} with ignore_eos; per input "
+        f"length a warm-up, then {meta.get('repeats', 1)} time(s) one cold request (new nonce) and two hot "
+        "requests with the identical prompt.",
+        "",
+        table,
+    ]
     if meta.get("deployment"):
         deployment = meta["deployment"]
-        lines[2:2] = [f"Measured on deployment {deployment.get('id')} (profile {deployment.get('profile_name')}, "
-                      f"{deployment.get('status')}, image {deployment.get('image')}).", ""]
+        lines[2:2] = [
+            f"Measured on deployment {deployment.get('id')} (profile {deployment.get('profile_name')}, "
+            f"{deployment.get('status')}, image {deployment.get('image')}).",
+            "",
+        ]
     if meta["compare_with"]:
-        lines += [f"## Compared with {meta['compare_with']}", "",
-                  f"Ratio new/earlier; changes inside the noise band ({meta['noise_pct']} %, or the wider spread "
-                  "either run measured over its repeats) are marked ~ (noise).", "",
-                  comparison_text]
+        lines += [
+            f"## Compared with {meta['compare_with']}",
+            "",
+            f"Ratio new/earlier; changes inside the noise band ({meta['noise_pct']} %, or the wider spread "
+            "either run measured over its repeats) are marked ~ (noise).",
+            "",
+            comparison_text,
+        ]
     if found:
         lines += ["## Problems (these figures are not comparable)", ""] + [f"- {problem}" for problem in found] + [""]
     return "\n".join(lines)
@@ -296,8 +325,15 @@ def main():
     if api_key:
         module.no_log_values.add(api_key)  # masks the key should any returned text ever contain it
     try:
-        measurements = measure(params["url"], params["model"], params["input_words"], params["max_tokens"],
-                               api_key=api_key, timeout_s=params["timeout_s"], repeats=params["repeats"])
+        measurements = measure(
+            params["url"],
+            params["model"],
+            params["input_words"],
+            params["max_tokens"],
+            api_key=api_key,
+            timeout_s=params["timeout_s"],
+            repeats=params["repeats"],
+        )
     except ServerUnreachable as err:
         module.fail_json(msg=f"the benchmark cannot reach the server: {err}")
 
@@ -305,27 +341,46 @@ def main():
     comparison = compare(table_rows, earlier_rows, params["noise_pct"]) if earlier_rows is not None else []
     found = problems(measurements, params["max_tokens"])
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    meta = {"created_utc": created, "url": params["url"], "model": params["model"],
-            "input_words": params["input_words"], "max_tokens": params["max_tokens"], "repeats": params["repeats"],
-            "compare_with": earlier_path, "noise_pct": params["noise_pct"],
-            "deployment": deployment_summary(params["deployment"])}
-    result = {"rows": table_rows, "compared_with": earlier_path, "comparison": comparison,
-              "table": markdown_table(table_rows),
-              "comparison_table": comparison_table(comparison) if comparison else "", "requests": measurements,
-              "problems": found}
+    meta = {
+        "created_utc": created,
+        "url": params["url"],
+        "model": params["model"],
+        "input_words": params["input_words"],
+        "max_tokens": params["max_tokens"],
+        "repeats": params["repeats"],
+        "compare_with": earlier_path,
+        "noise_pct": params["noise_pct"],
+        "deployment": deployment_summary(params["deployment"]),
+    }
+    result = {
+        "rows": table_rows,
+        "compared_with": earlier_path,
+        "comparison": comparison,
+        "table": markdown_table(table_rows),
+        "comparison_table": comparison_table(comparison) if comparison else "",
+        "requests": measurements,
+        "problems": found,
+    }
     os.makedirs(params["dest"], exist_ok=True)
     base = os.path.join(params["dest"], f"bench-{created}")
     paths = {"json": base + ".json", "markdown": base + ".md", "png": base + ".png"}
     with open(paths["json"], "w", encoding="utf-8") as out:
-        json.dump(dict(meta, requests=measurements, rows=table_rows, comparison=comparison, problems=found), out,
-                  indent=2, sort_keys=True)
+        json.dump(
+            dict(meta, requests=measurements, rows=table_rows, comparison=comparison, problems=found),
+            out,
+            indent=2,
+            sort_keys=True,
+        )
         out.write("\n")
     with open(paths["markdown"], "w", encoding="utf-8") as out:
         out.write(report_markdown(meta, result["table"], result["comparison_table"], found))
     write_png(paths["png"], table_rows, f"{params['model']}, max_tokens {params['max_tokens']} ({created})")
     if found:
-        module.fail_json(msg=f"{len(found)} request(s) make this run incomparable (files written to {base}.*): "
-                             + "; ".join(found), paths=paths, **result)
+        module.fail_json(
+            msg=f"{len(found)} request(s) make this run incomparable (files written to {base}.*): " + "; ".join(found),
+            paths=paths,
+            **result,
+        )
     module.exit_json(changed=True, paths=paths, **result)
 
 

@@ -91,17 +91,26 @@ except ImportError:  # plain pytest imports the project's module_utils directly
 def gather(url, model, api_key, params):
     """Evidence for classify(): counters around a cold + repeated probe of the requested length."""
     before = read_metrics(url, api_key, params["timeout_s"])
-    planned = {"kind": "probe", "max_tokens": params["max_tokens"],
-               "messages": [{"role": "user", "content": probe_prompt(uuid.uuid4().hex[:12], params["probe_words"])}]}
-    probes = [stream_chat(url, model, dict(planned, name=name), api_key, params["timeout_s"])
-              for name in ("probe-first", "probe-repeat")]
+    planned = {
+        "kind": "probe",
+        "max_tokens": params["max_tokens"],
+        "messages": [{"role": "user", "content": probe_prompt(uuid.uuid4().hex[:12], params["probe_words"])}],
+    }
+    probes = [
+        stream_chat(url, model, dict(planned, name=name), api_key, params["timeout_s"])
+        for name in ("probe-first", "probe-repeat")
+    ]
     after = read_metrics(url, api_key, params["timeout_s"])
-    return {"served_before": before.get("vllm:request_success_total"),
-            "warmup_requests": params["warmup_requests"], "uptime_s": params["uptime_s"],
-            "prefix_caching": "--no-enable-prefix-caching" not in params["argv"],
-            "effective_block": params["effective_block"], "probes": probes,
-            "deltas": counter_deltas(before, after),
-            "waiting": max(before.get("vllm:num_requests_waiting", 0), after.get("vllm:num_requests_waiting", 0))}
+    return {
+        "served_before": before.get("vllm:request_success_total"),
+        "warmup_requests": params["warmup_requests"],
+        "uptime_s": params["uptime_s"],
+        "prefix_caching": "--no-enable-prefix-caching" not in params["argv"],
+        "effective_block": params["effective_block"],
+        "probes": probes,
+        "deltas": counter_deltas(before, after),
+        "waiting": max(before.get("vllm:num_requests_waiting", 0), after.get("vllm:num_requests_waiting", 0)),
+    }
 
 
 def main():
@@ -129,8 +138,10 @@ def main():
     try:
         evidence = gather(params["url"].rstrip("/"), params["model"], api_key, params)
     except ServerUnreachable as err:
-        module.fail_json(msg=f"cannot diagnose: the service does not answer ({err}); "
-                             "run playbooks/status.yml to see which rank is down")
+        module.fail_json(
+            msg=f"cannot diagnose: the service does not answer ({err}); "
+            "run playbooks/status.yml to see which rank is down"
+        )
     failed = [p for p in evidence["probes"] if p.get("error")]
     if failed:
         module.fail_json(msg=f"the probe request failed: {failed[0]['error']}", evidence=evidence)

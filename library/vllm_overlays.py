@@ -82,8 +82,7 @@ except ImportError:  # plain pytest imports the project's module_utils directly
 
 def image_file(module, container, path):
     """Text of `path` inside the created container, or None when the image has no such file."""
-    rc, out, _ = module.run_command(["docker", "cp", f"{container}:{path}", "-"], binary_data=True,
-                                    encoding=None)
+    rc, out, _ = module.run_command(["docker", "cp", f"{container}:{path}", "-"], binary_data=True, encoding=None)
     if rc != 0:
         return None
     with tarfile.open(fileobj=io.BytesIO(out)) as archive:
@@ -97,18 +96,29 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             image=dict(type="str", required=True),
-            overlays=dict(type="list", elements="dict", required=True, options=dict(
-                src=dict(type="str", required=True),
-                dest=dict(type="str", required=True),
-                content=dict(type="str", required=True, no_log=False),
-            )),
+            overlays=dict(
+                type="list",
+                elements="dict",
+                required=True,
+                options=dict(
+                    src=dict(type="str", required=True),
+                    dest=dict(type="str", required=True),
+                    content=dict(type="str", required=True, no_log=False),
+                ),
+            ),
         ),
         supports_check_mode=True,
     )
     overlays = module.params["overlays"]
-    described = [{"src": overlay["src"], "dest": overlay["dest"],
-                  "sha256": hashlib.sha256(overlay["content"].encode()).hexdigest(),
-                  "name": f"{index}-{os.path.basename(overlay['src'])}"} for index, overlay in enumerate(overlays)]
+    described = [
+        {
+            "src": overlay["src"],
+            "dest": overlay["dest"],
+            "sha256": hashlib.sha256(overlay["content"].encode()).hexdigest(),
+            "name": f"{index}-{os.path.basename(overlay['src'])}",
+        }
+        for index, overlay in enumerate(overlays)
+    ]
     if not overlays:
         module.exit_json(changed=False, overlays=[], obsolete=[], checked=0)
     rc, out, err = module.run_command(["docker", "create", "--network", "none", module.params["image"]])
@@ -118,8 +128,13 @@ def main():
     errors, obsolete = [], []
     try:
         for index, overlay in enumerate(overlays):
-            found, notes = check_overlay(index, overlay["src"], overlay["dest"], overlay["content"],
-                                         image_file(module, container, overlay["dest"]))
+            found, notes = check_overlay(
+                index,
+                overlay["src"],
+                overlay["dest"],
+                overlay["content"],
+                image_file(module, container, overlay["dest"]),
+            )
             errors += found
             obsolete += notes
     finally:
@@ -127,9 +142,13 @@ def main():
     for note in obsolete:
         module.warn(note)
     if errors:
-        module.fail_json(msg=f"{len(errors)} overlay problem(s) against {module.params['image']}; nothing was "
-                             f"started: " + " | ".join(errors), errors=errors, obsolete=obsolete,
-                         checked=len(overlays))
+        module.fail_json(
+            msg=f"{len(errors)} overlay problem(s) against {module.params['image']}; nothing was "
+            f"started: " + " | ".join(errors),
+            errors=errors,
+            obsolete=obsolete,
+            checked=len(overlays),
+        )
     module.exit_json(changed=False, overlays=described, obsolete=obsolete, checked=len(overlays))
 
 

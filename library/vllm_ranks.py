@@ -82,12 +82,15 @@ def health(port):
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        container=dict(type="str", required=True),
-        head=dict(type="bool", default=False),
-        port=dict(type="int", default=8000),
-        log_lines=dict(type="int", default=200),
-    ), supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec=dict(
+            container=dict(type="str", required=True),
+            head=dict(type="bool", default=False),
+            port=dict(type="int", default=8000),
+            log_lines=dict(type="int", default=200),
+        ),
+        supports_check_mode=True,
+    )
     name = module.params["container"]
     rc, out, _ = module.run_command(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name])
     state, code = (out.split()[0], int(out.split()[1])) if rc == 0 and len(out.split()) == 2 else (None, None)
@@ -99,8 +102,7 @@ def main():
     status = health(module.params["port"]) if module.params["head"] else None
     if alive and module.params["head"] and status != 200:
         alive, reason = False, f"/health answered {status}"
-    module.exit_json(changed=False, alive=alive, state=state, exit_code=code, stage=stage, reason=reason,
-                     health=status)
+    module.exit_json(changed=False, alive=alive, state=state, exit_code=code, stage=stage, reason=reason, health=status)
 
 
 if __name__ == "__main__":

@@ -98,18 +98,24 @@ def main():
     params = module.params
     missing = [key for key in REQUIRED if key not in params["record"]]
     if missing:
-        module.fail_json(msg=f"record lacks {', '.join(missing)}; rule: every record names kind, status, inventory, "
-                             "profile, engine version, image and model")
+        module.fail_json(
+            msg=f"record lacks {', '.join(missing)}; rule: every record names kind, status, inventory, "
+            "profile, engine version, image and model"
+        )
     secret = ""
     if params["api_key_file"]:
         with open(params["api_key_file"], encoding="utf-8") as key_file:
             secret = key_file.read().strip()
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    overlays = [dict(overlay, sha256=hashlib.sha256(overlay["content"].encode()).hexdigest())
-                for overlay in params["overlays"]]
-    content = dict(params["record"], created_utc=created,
-                   id=record_id(created, params["record"]["inventory"], params["record"]["kind"]),
-                   overlays=[{key: o[key] for key in ("src", "dest", "sha256")} for o in overlays])
+    overlays = [
+        dict(overlay, sha256=hashlib.sha256(overlay["content"].encode()).hexdigest()) for overlay in params["overlays"]
+    ]
+    content = dict(
+        params["record"],
+        created_utc=created,
+        id=record_id(created, params["record"]["inventory"], params["record"]["kind"]),
+        overlays=[{key: o[key] for key in ("src", "dest", "sha256")} for o in overlays],
+    )
     record = redact(content, [secret])
     text = json.dumps(record, indent=2, sort_keys=True) + "\n"
     if secret and secret in text:  # redact() leaves mapping keys alone: refuse rather than leak

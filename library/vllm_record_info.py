@@ -64,8 +64,7 @@ except ImportError:  # plain pytest imports the project's module_utils directly
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(dir=dict(type="path", required=True), inventory=dict(type="str"),
-                           before=dict(type="str")),
+        argument_spec=dict(dir=dict(type="path", required=True), inventory=dict(type="str"), before=dict(type="str")),
         supports_check_mode=True,
     )
     records = []
@@ -74,11 +73,17 @@ def main():
             records.append(json.load(source))
     good = last_passed(records, module.params["inventory"], module.params["before"])
     if good is not None:
-        good["restore_overlays"] = [{"src": os.path.join(module.params["dir"], "overlays", o["sha256"]),
-                                     "dest": o["dest"]} for o in good.get("overlays", [])]
+        good["restore_overlays"] = [
+            {"src": os.path.join(module.params["dir"], "overlays", o["sha256"]), "dest": o["dest"]}
+            for o in good.get("overlays", [])
+        ]
     mine = [r for r in records if module.params["inventory"] in (None, r.get("inventory"))]
-    module.exit_json(changed=False, last_passed=good, latest=max(mine, key=lambda r: r["id"], default=None),
-                     records=[{key: r.get(key) for key in ("id", "kind", "status", "inventory")} for r in records])
+    module.exit_json(
+        changed=False,
+        last_passed=good,
+        latest=max(mine, key=lambda r: r["id"], default=None),
+        records=[{key: r.get(key) for key in ("id", "kind", "status", "inventory")} for r in records],
+    )
 
 
 if __name__ == "__main__":

@@ -37,12 +37,7 @@ TOOL_PARAMETERS = {
 
 # 64 common words (one token each in the test bed's tiny tokenizer, about one in real ones): a hash byte
 # modulo 64 picks one without bias.
-WORDS = (
-    "side model then together between joins pass fast port start wakes deployment them text waits around "
-    "sit downloaded first small quick both can schedules proves help lazy they one short head pinned "
-    "serve listens chases holds digest today token alone results weights share time when engine open revision "
-    "group sentence ranks computers brown jumps dog link half gathers requests nothing cable once image garden"
-).split()
+WORDS = ["side", "model", "then", "together", "between", "joins", "pass", "fast", "port", "start", "wakes", "deployment", "them", "text", "waits", "around", "sit", "downloaded", "first", "small", "quick", "both", "can", "schedules", "proves", "help", "lazy", "they", "one", "short", "head", "pinned", "serve", "listens", "chases", "holds", "digest", "today", "token", "alone", "results", "weights", "share", "time", "when", "engine", "open", "revision", "group", "sentence", "ranks", "computers", "brown", "jumps", "dog", "link", "half", "gathers", "requests", "nothing", "cable", "once", "image", "garden"]
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 HOT_KINDS = ("hot",)
@@ -60,7 +55,7 @@ def _after_labels(text):
         elif char == '"':
             in_quotes = not in_quotes
         elif char == "}" and not in_quotes:
-            return text[index + 1:]
+            return text[index + 1 :]
     return ""
 
 
@@ -78,7 +73,7 @@ def parse_metrics(text):
         match = METRIC_NAME.match(line)
         if not match or match.group().endswith("_created"):
             continue
-        name, rest = match.group(), line[match.end():]
+        name, rest = match.group(), line[match.end() :]
         if rest.startswith("{"):
             rest = _after_labels(rest)
         fields = rest.split()
@@ -120,8 +115,10 @@ def _words(label, count):
 def _long_prompt(nonce, label, count):
     # The nonce comes first: prefix caching hashes blocks as a chain from the first token, so a new nonce
     # makes every block of this run's prompts new to the engine and the cold request really cold.
-    return (f"{nonce} Document {label}. {_words(label, count)}\n"
-            f"Which word appears most often in document {label}? Answer in one word.")
+    return (
+        f"{nonce} Document {label}. {_words(label, count)}\n"
+        f"Which word appears most often in document {label}? Answer in one word."
+    )
 
 
 def request_plan(acceptance, nonce):
@@ -142,8 +139,12 @@ def request_plan(acceptance, nonce):
     session_a = _long_prompt(nonce, "A", words)
     session_b = _long_prompt(nonce, "B", words)
     tool_call = chat("tool-call", "tool", "What is the weather in Paris? Use the tool.", tool_max_tokens)
-    tool_call["tools"] = [{"type": "function", "function": {
-        "name": TOOL_NAME, "description": "Current weather of a city.", "parameters": TOOL_PARAMETERS}}]
+    tool_call["tools"] = [
+        {
+            "type": "function",
+            "function": {"name": TOOL_NAME, "description": "Current weather of a city.", "parameters": TOOL_PARAMETERS},
+        }
+    ]
     tool_call["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
     return [
         chat("short", "short", "What is the capital of France? Answer in one word."),
@@ -184,8 +185,10 @@ def _tool_call_problem(measurement):
     try:
         arguments = json.loads(call.get("arguments") or "")
     except ValueError as err:
-        return (f"arguments are not valid JSON ({err}; finish_reason {measurement.get('finish_reason')}): "
-                f"{(call.get('arguments') or '')[:200]!r}")
+        return (
+            f"arguments are not valid JSON ({err}; finish_reason {measurement.get('finish_reason')}): "
+            f"{(call.get('arguments') or '')[:200]!r}"
+        )
     if not isinstance(arguments, dict):
         return f"arguments are JSON but not an object: {call.get('arguments')[:200]!r}"
     return None
@@ -258,8 +261,9 @@ def evaluate(summary, thresholds, previous=None):
             if ttft is None:
                 failures.append(f"{row['name']}: no token arrived, TTFT not measured (limit {hot_ttft_max:.3f} s)")
             elif ttft > hot_ttft_max:
-                failures.append(f"{row['name']}: TTFT {ttft:.3f} s > {hot_ttft_max:.3f} s "
-                                f"(over by {ttft - hot_ttft_max:.3f} s)")
+                failures.append(
+                    f"{row['name']}: TTFT {ttft:.3f} s > {hot_ttft_max:.3f} s (over by {ttft - hot_ttft_max:.3f} s)"
+                )
 
     hit_min = thresholds.get("hit_ratio_min")
     if hit_min is not None:
@@ -268,12 +272,16 @@ def evaluate(summary, thresholds, previous=None):
                 continue
             ratio = row["hit_ratio"]
             if ratio is None:
-                failures.append(f"{row['name']}: hit ratio not measured (no usage.prompt_tokens_details."
-                                f"cached_tokens: is --enable-prompt-tokens-details on?) (minimum {hit_min:.2f})")
+                failures.append(
+                    f"{row['name']}: hit ratio not measured (no usage.prompt_tokens_details."
+                    f"cached_tokens: is --enable-prompt-tokens-details on?) (minimum {hit_min:.2f})"
+                )
             elif ratio < hit_min:
-                failures.append(f"{row['name']}: hit ratio {ratio:.2f} < {hit_min:.2f} (short by "
-                                f"{hit_min - ratio:.2f}; {row['cached_tokens']} of {row['prompt_tokens']} "
-                                f"prompt tokens cached)")
+                failures.append(
+                    f"{row['name']}: hit ratio {ratio:.2f} < {hit_min:.2f} (short by "
+                    f"{hit_min - ratio:.2f}; {row['cached_tokens']} of {row['prompt_tokens']} "
+                    f"prompt tokens cached)"
+                )
 
     min_ratio = thresholds.get("decode_tps_min_ratio")
     before = (previous or {}).get("decode_tps")
@@ -282,21 +290,29 @@ def evaluate(summary, thresholds, previous=None):
         measured = [r["name"] for r in rows if r["decode_tps"] is not None]
         tps = summary.get("decode_tps")
         if tps is None:
-            failures.append(f"decode: no request produced two tokens, speed not measured "
-                            f"(floor {floor:.1f} tok/s = {min_ratio:.2f} x previous {before:.1f})")
+            failures.append(
+                f"decode: no request produced two tokens, speed not measured "
+                f"(floor {floor:.1f} tok/s = {min_ratio:.2f} x previous {before:.1f})"
+            )
         elif tps < floor:
-            failures.append(f"decode (median of {', '.join(measured)}): {tps:.1f} tok/s < {floor:.1f} tok/s "
-                            f"= {min_ratio:.2f} x previous {before:.1f} (short by {floor - tps:.1f} tok/s)")
+            failures.append(
+                f"decode (median of {', '.join(measured)}): {tps:.1f} tok/s < {floor:.1f} tok/s "
+                f"= {min_ratio:.2f} x previous {before:.1f} (short by {floor - tps:.1f} tok/s)"
+            )
 
     spec_min = thresholds.get("spec_acceptance_min")
     if spec_min is not None:
         rate = summary.get("spec_decode_acceptance")
         if rate is None:
-            failures.append(f"spec decode (all requests): acceptance rate not measured, "
-                            f"{COUNTERS['spec_decode_draft_tokens']} did not move (minimum {spec_min:.2f})")
+            failures.append(
+                f"spec decode (all requests): acceptance rate not measured, "
+                f"{COUNTERS['spec_decode_draft_tokens']} did not move (minimum {spec_min:.2f})"
+            )
         elif rate < spec_min:
-            failures.append(f"spec decode (all requests): acceptance rate {rate:.2f} < {spec_min:.2f} "
-                            f"(short by {spec_min - rate:.2f})")
+            failures.append(
+                f"spec decode (all requests): acceptance rate {rate:.2f} < {spec_min:.2f} "
+                f"(short by {spec_min - rate:.2f})"
+            )
 
     for row in rows:
         if row["kind"] == "tool" and not row["tool_call_ok"] and not row.get("error"):

@@ -18,14 +18,12 @@ try:
 except ImportError:  # plain pytest imports the project's module_utils directly
     from acceptance import decode_tps
 
-QUESTION = ("Write a Python function that merges overlapping intervals in a list of (start, end) pairs, "
-            "with a docstring and three unit tests.")
+QUESTION = (
+    "Write a Python function that merges overlapping intervals in a list of (start, end) pairs, "
+    "with a docstring and three unit tests."
+)
 # Context words for the long prompts; which word comes where is fixed per length (see _document).
-FILLER = (
-    "the service model request token cache block engine node memory kernel prefill decode answer question "
-    "document section value table record result change speed length input output first second time start "
-    "state layer head batch queue weight image link port file line word number list order method rule"
-).split()
+FILLER = ["the", "service", "model", "request", "token", "cache", "block", "engine", "node", "memory", "kernel", "prefill", "decode", "answer", "question", "document", "section", "value", "table", "record", "result", "change", "speed", "length", "input", "output", "first", "second", "time", "start", "state", "layer", "head", "batch", "queue", "weight", "image", "link", "port", "file", "line", "word", "number", "list", "order", "method", "rule"]
 
 # (row field, label, better direction, Markdown format)
 METRICS = (
@@ -44,8 +42,14 @@ def _document(words):
 
 
 def _chat(name, kind, words, text, max_tokens):
-    return {"name": f"{name}-{words}", "kind": kind, "input_words": words,
-            "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens, "ignore_eos": True}
+    return {
+        "name": f"{name}-{words}",
+        "kind": kind,
+        "input_words": words,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+    }
 
 
 def plan(input_words, max_tokens, nonce, repeats=1):
@@ -61,8 +65,10 @@ def plan(input_words, max_tokens, nonce, repeats=1):
         for repeat in range(1, repeats + 1):
             tag = "" if repeats == 1 else f".{repeat}"
             long_prompt = f"{nonce}{tag}-{words}\n{_document(words)}\n\n{QUESTION}"
-            requests += [dict(_chat(name + tag, kind, words, long_prompt, max_tokens), repeat=repeat)
-                         for name, kind in (("cold", "cold"), ("hot-1", "hot"), ("hot-2", "hot"))]
+            requests += [
+                dict(_chat(name + tag, kind, words, long_prompt, max_tokens), repeat=repeat)
+                for name, kind in (("cold", "cold"), ("hot-1", "hot"), ("hot-2", "hot"))
+            ]
     return requests
 
 
@@ -76,10 +82,12 @@ def _figures(cold, hot):
     hot_ttft = _present(m.get("ttft_s") for m in hot)
     hot_cached = _present(m.get("cached_tokens") for m in hot)
     tps = _present(decode_tps(m) for m in cold + hot)
-    return {"cold_ttft_s": cold_ttft[0] if cold_ttft else None,
-            "hot_ttft_s": statistics.mean(hot_ttft) if hot_ttft else None,
-            "hot_cached_tokens": min(hot_cached) if hot_cached else None,
-            "decode_tps": statistics.mean(tps) if tps else None}
+    return {
+        "cold_ttft_s": cold_ttft[0] if cold_ttft else None,
+        "hot_ttft_s": statistics.mean(hot_ttft) if hot_ttft else None,
+        "hot_cached_tokens": min(hot_cached) if hot_cached else None,
+        "decode_tps": statistics.mean(tps) if tps else None,
+    }
 
 
 def rows(measurements):
@@ -93,12 +101,20 @@ def rows(measurements):
     for words in dict.fromkeys(m["input_words"] for m in measurements):
         measured = [m for m in measurements if m["input_words"] == words and m["kind"] != "warmup"]
         repeats = list(dict.fromkeys(m.get("repeat", 1) for m in measured))
-        per_repeat = [_figures([m for m in measured if m.get("repeat", 1) == r and m["kind"] == "cold"],
-                               [m for m in measured if m.get("repeat", 1) == r and m["kind"] == "hot"])
-                      for r in repeats]
+        per_repeat = [
+            _figures(
+                [m for m in measured if m.get("repeat", 1) == r and m["kind"] == "cold"],
+                [m for m in measured if m.get("repeat", 1) == r and m["kind"] == "hot"],
+            )
+            for r in repeats
+        ]
         prompt_tokens = _present(m.get("prompt_tokens") for m in measured)
-        row = {"input_words": words, "prompt_tokens": prompt_tokens[0] if prompt_tokens else None,
-               "repeats": len(repeats), "spread_pct": {}}
+        row = {
+            "input_words": words,
+            "prompt_tokens": prompt_tokens[0] if prompt_tokens else None,
+            "repeats": len(repeats),
+            "spread_pct": {},
+        }
         for field, _, _, _ in METRICS:
             values = _present(figures[field] for figures in per_repeat)
             if not values:
@@ -128,16 +144,22 @@ def _cell(value, fmt="{}"):
 
 
 def markdown_table(table_rows):
-    lines = ["| input words | prompt tokens | " + " | ".join(label for _, label, _, _ in METRICS) + " |",
-             "|---:|---:|" + "---:|" * len(METRICS)]
+    lines = [
+        "| input words | prompt tokens | " + " | ".join(label for _, label, _, _ in METRICS) + " |",
+        "|---:|---:|" + "---:|" * len(METRICS),
+    ]
     for row in table_rows:
         cells = [_cell(row["input_words"]), _cell(row["prompt_tokens"])]
         cells += [_cell(row[field], fmt) for field, _, _, fmt in METRICS]
         lines.append("| " + " | ".join(cells) + " |")
     if any(row.get("repeats", 1) > 1 for row in table_rows):
-        lines += ["", "Medians over the repeats; their spread, (max - min) / median:", "",
-                  "| input words | repeats | " + " | ".join(label for _, label, _, _ in METRICS) + " |",
-                  "|---:|---:|" + "---:|" * len(METRICS)]
+        lines += [
+            "",
+            "Medians over the repeats; their spread, (max - min) / median:",
+            "",
+            "| input words | repeats | " + " | ".join(label for _, label, _, _ in METRICS) + " |",
+            "|---:|---:|" + "---:|" * len(METRICS),
+        ]
         for row in table_rows:
             spread = row.get("spread_pct", {})
             cells = [_cell(row["input_words"]), _cell(row.get("repeats", 1))]
@@ -159,8 +181,17 @@ def compare(table_rows, earlier_rows, noise_pct=3.0):
         for field, _, better, _ in METRICS:
             old, new = earlier.get(field), row.get(field)
             band = max([noise_pct] + [r.get("spread_pct", {}).get(field, 0.0) for r in (earlier, row)])
-            entry = {"input_words": row["input_words"], "metric": field, "better": better, "earlier": old,
-                     "new": new, "ratio": None, "change_pct": None, "noise_band_pct": band, "verdict": None}
+            entry = {
+                "input_words": row["input_words"],
+                "metric": field,
+                "better": better,
+                "earlier": old,
+                "new": new,
+                "ratio": None,
+                "change_pct": None,
+                "noise_band_pct": band,
+                "verdict": None,
+            }
             if old and new is not None:
                 entry["ratio"] = new / old
                 entry["change_pct"] = (new / old - 1) * 100
@@ -174,15 +205,19 @@ def compare(table_rows, earlier_rows, noise_pct=3.0):
 
 def comparison_table(comparison):
     formats = {field: (label, fmt) for field, label, _, fmt in METRICS}
-    lines = ["| input words | metric | earlier | new | new/earlier | change | noise band | verdict |",
-             "|---:|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| input words | metric | earlier | new | new/earlier | change | noise band | verdict |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
     for entry in comparison:
         label, fmt = formats[entry["metric"]]
-        lines.append(f"| {entry['input_words']} | {label}, {entry['better']} is better | "
-                     f"{_cell(entry['earlier'], fmt)} | {_cell(entry['new'], fmt)} | "
-                     f"{_cell(entry['ratio'], '{:.3f}')} | {_cell(entry['change_pct'], '{:+.1f} %')} | "
-                     f"±{entry['noise_band_pct']:.1f} % | "
-                     f"{_cell(entry['verdict'])} |")
+        lines.append(
+            f"| {entry['input_words']} | {label}, {entry['better']} is better | "
+            f"{_cell(entry['earlier'], fmt)} | {_cell(entry['new'], fmt)} | "
+            f"{_cell(entry['ratio'], '{:.3f}')} | {_cell(entry['change_pct'], '{:+.1f} %')} | "
+            f"±{entry['noise_band_pct']:.1f} % | "
+            f"{_cell(entry['verdict'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 

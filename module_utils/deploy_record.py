@@ -19,8 +19,12 @@ def redact(value, secrets=()):
     """A copy of `value` with secret-named mapping entries and every occurrence of a known secret replaced."""
     secrets = [s for s in secrets if s]
     if isinstance(value, dict):
-        return {key: REDACTED if SECRET_NAME.search(str(key)) and not isinstance(item, (dict, list))
-                else redact(item, secrets) for key, item in value.items()}
+        return {
+            key: REDACTED
+            if SECRET_NAME.search(str(key)) and not isinstance(item, (dict, list))
+            else redact(item, secrets)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [redact(item, secrets) for item in value]
     if isinstance(value, str):
@@ -37,9 +41,13 @@ def record_id(created_utc, inventory, kind):
 
 def last_passed(records, inventory=None, before=None):
     """The newest record that passed the gate (for `inventory` when given, older than id `before` when given)."""
-    candidates = [r for r in records if r.get("status") == "passed"
-                  and (inventory is None or r.get("inventory") == inventory)
-                  and (before is None or r["id"] < before)]
+    candidates = [
+        r
+        for r in records
+        if r.get("status") == "passed"
+        and (inventory is None or r.get("inventory") == inventory)
+        and (before is None or r["id"] < before)
+    ]
     return max(candidates, key=lambda r: r["id"], default=None)
 
 
@@ -55,8 +63,11 @@ def markdown(record):
         f"- engine: vLLM {record['engine_version']}, image {record['image']['ref']}"
         + (f" (id {record['image']['id']})" if record["image"].get("id") else ""),
         f"- model: {record['model']['id']} @ {record['model']['revision']}"
-        + (f", snapshot file list sha256 {record['model']['files_sha256']}" if record["model"].get("files_sha256")
-           else ""),
+        + (
+            f", snapshot file list sha256 {record['model']['files_sha256']}"
+            if record["model"].get("files_sha256")
+            else ""
+        ),
         f"- predicted effective block: {record.get('effective_block')} tokens",
         f"- versions: {', '.join(f'{k} {v}' for k, v in sorted(record.get('versions', {}).items()))}",
         "",
@@ -66,8 +77,10 @@ def markdown(record):
     lines += [f"- {o['src']} -> {o['dest']} (sha256 {o['sha256']})" for o in record.get("overlays", [])] or ["- none"]
     lines += ["", "## Ranks", ""]
     for rank in record.get("ranks", []):
-        lines += [f"- rank {rank['rank']} on {rank['host']}: `{' '.join(rank['argv'])}`",
-                  f"  env: `{json.dumps(rank.get('env', {}), sort_keys=True)}`"]
+        lines += [
+            f"- rank {rank['rank']} on {rank['host']}: `{' '.join(rank['argv'])}`",
+            f"  env: `{json.dumps(rank.get('env', {}), sort_keys=True)}`",
+        ]
     lines += ["", "## Timings (seconds after the start began)", ""]
     lines += [f"- {t['seconds']}: {t['event']}" for t in record.get("timings", [])] or ["- none (no start)"]
     lines += ["", "## Acceptance", ""]

@@ -32,54 +32,97 @@ def classify(evidence):
     prompt, cached = repeat.get("prompt_tokens") or 0, repeat.get("cached_tokens") or 0
     block = evidence.get("effective_block")
     deltas = evidence.get("deltas") or {}
-    numbers = (f"probe of {prompt} prompt tokens: first TTFT {first.get('ttft_s')} s, repeat TTFT "
-               f"{repeat.get('ttft_s')} s, repeat cached_tokens {cached}")
+    numbers = (
+        f"probe of {prompt} prompt tokens: first TTFT {first.get('ttft_s')} s, repeat TTFT "
+        f"{repeat.get('ttft_s')} s, repeat cached_tokens {cached}"
+    )
     found = []
 
     if evidence.get("served_before") == 0:
-        found.append({
-            "verdict": "no-warmup", "symptom": "first request after a restart is slow",
-            "evidence": [f"vllm:request_success_total was 0 when the diagnosis began: no request (and no warm-up) "
-                         f"has run since the engine started {evidence.get('uptime_s')} s ago",
-                         f"the profile lists {evidence.get('warmup_requests', 0)} warm-up request(s); the start that "
-                         f"sends them (site.yml) did not run this engine", numbers],
-            "next": "restart through `ansible-playbook site.yml --tags deploy` (warm-up and gate), not by hand"})
+        found.append(
+            {
+                "verdict": "no-warmup",
+                "symptom": "first request after a restart is slow",
+                "evidence": [
+                    f"vllm:request_success_total was 0 when the diagnosis began: no request (and no warm-up) "
+                    f"has run since the engine started {evidence.get('uptime_s')} s ago",
+                    f"the profile lists {evidence.get('warmup_requests', 0)} warm-up request(s); the start that "
+                    f"sends them (site.yml) did not run this engine",
+                    numbers,
+                ],
+                "next": "restart through `ansible-playbook site.yml --tags deploy` (warm-up and gate), not by hand",
+            }
+        )
 
     if not evidence.get("prefix_caching", True):
-        found.append({
-            "verdict": "prefix-caching-off", "symptom": "a repeated prompt is as slow as the first",
-            "evidence": ["the head's argv carries --no-enable-prefix-caching",
-                         f"prefix-cache queries counted during the probe: {deltas.get('prefix_cache_queries')}",
-                         numbers],
-            "next": "set engine.enable_prefix_caching: true in the profile"})
+        found.append(
+            {
+                "verdict": "prefix-caching-off",
+                "symptom": "a repeated prompt is as slow as the first",
+                "evidence": [
+                    "the head's argv carries --no-enable-prefix-caching",
+                    f"prefix-cache queries counted during the probe: {deltas.get('prefix_cache_queries')}",
+                    numbers,
+                ],
+                "next": "set engine.enable_prefix_caching: true in the profile",
+            }
+        )
     elif cached == 0 and block and prompt and prompt < block:
-        found.append({
-            "verdict": "block-larger-than-request", "symptom": "identical prompts never hit the prefix cache",
-            "evidence": [f"effective cache block {block} tokens > the whole request ({prompt} tokens): only full "
-                         f"blocks are cached, so a request shorter than one block can never hit",
-                         f"prefix-cache hits during the probe: {deltas.get('prefix_cache_hits')} tokens", numbers],
-            "next": "expect hits only for requests longer than the block; a smaller block (e.g. FP32 vs BF16 SSM "
-                    "state, see docs/block-size.md) trades memory for granularity"})
+        found.append(
+            {
+                "verdict": "block-larger-than-request",
+                "symptom": "identical prompts never hit the prefix cache",
+                "evidence": [
+                    f"effective cache block {block} tokens > the whole request ({prompt} tokens): only full "
+                    f"blocks are cached, so a request shorter than one block can never hit",
+                    f"prefix-cache hits during the probe: {deltas.get('prefix_cache_hits')} tokens",
+                    numbers,
+                ],
+                "next": "expect hits only for requests longer than the block; a smaller block (e.g. FP32 vs BF16 SSM "
+                "state, see docs/block-size.md) trades memory for granularity",
+            }
+        )
     elif cached == 0 and block and prompt >= block:
-        found.append({
-            "verdict": "prefix-changed-or-evicted", "symptom": "a repeated prompt is still slow",
-            "evidence": [f"the repeat spans {prompt // block} full block(s) of {block} tokens yet hit none",
-                         f"prefix-cache hits during the probe: {deltas.get('prefix_cache_hits')} tokens", numbers],
-            "next": "check that requests keep an identical prefix (timestamps, ids at the start) and KV cache "
-                    "pressure (vllm:kv_cache_usage_perc)"})
+        found.append(
+            {
+                "verdict": "prefix-changed-or-evicted",
+                "symptom": "a repeated prompt is still slow",
+                "evidence": [
+                    f"the repeat spans {prompt // block} full block(s) of {block} tokens yet hit none",
+                    f"prefix-cache hits during the probe: {deltas.get('prefix_cache_hits')} tokens",
+                    numbers,
+                ],
+                "next": "check that requests keep an identical prefix (timestamps, ids at the start) and KV cache "
+                "pressure (vllm:kv_cache_usage_perc)",
+            }
+        )
 
     if (evidence.get("waiting") or 0) > 0:
-        found.append({
-            "verdict": "queueing", "symptom": "slow only with concurrent requests",
-            "evidence": [f"vllm:num_requests_waiting reached {evidence['waiting']} during the probe", numbers],
-            "next": "raise max_num_seqs or lower concurrency; look at active sequences per request length"})
+        found.append(
+            {
+                "verdict": "queueing",
+                "symptom": "slow only with concurrent requests",
+                "evidence": [f"vllm:num_requests_waiting reached {evidence['waiting']} during the probe", numbers],
+                "next": "raise max_num_seqs or lower concurrency; look at active sequences per request length",
+            }
+        )
 
     drafts, accepted = deltas.get("spec_decode_draft_tokens"), deltas.get("spec_decode_accepted_tokens")
     if drafts and accepted is not None and accepted / drafts < LOW_MTP_ACCEPTANCE:
-        found.append({
-            "verdict": "low-mtp-acceptance", "symptom": "decode is slow",
-            "evidence": [f"MTP accepted {accepted:.0f} of {drafts:.0f} draft tokens ({accepted / drafts:.0%})"],
-            "next": "try fewer speculative tokens (num_speculative_tokens) and compare decode tok/s"})
+        found.append(
+            {
+                "verdict": "low-mtp-acceptance",
+                "symptom": "decode is slow",
+                "evidence": [f"MTP accepted {accepted:.0f} of {drafts:.0f} draft tokens ({accepted / drafts:.0%})"],
+                "next": "try fewer speculative tokens (num_speculative_tokens) and compare decode tok/s",
+            }
+        )
 
-    return found or [{"verdict": "no-problem-found", "symptom": "none reproduced by the probe",
-                      "evidence": [numbers], "next": "run playbooks/benchmark.yml at the slow input length"}]
+    return found or [
+        {
+            "verdict": "no-problem-found",
+            "symptom": "none reproduced by the probe",
+            "evidence": [numbers],
+            "next": "run playbooks/benchmark.yml at the slow input length",
+        }
+    ]

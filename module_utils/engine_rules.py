@@ -25,22 +25,24 @@ PLATFORMS = {
 
 # Keys the PyTorch CUDA caching allocator accepts in PYTORCH_(CUDA_)ALLOC_CONF (torch 2.9+);
 # any other key makes CUDA initialisation fail inside the engine.
-ALLOCATOR_KEYS = frozenset({
-    "backend",
-    "expandable_segments",
-    "garbage_collection_threshold",
-    "graph_capture_record_stream_reuse",
-    "max_non_split_rounding_mb",
-    "max_split_size_mb",
-    "per_process_memory_fraction",
-    "pinned_max_round_threshold_mb",
-    "pinned_num_register_threads",
-    "pinned_reserve_segment_size_mb",
-    "pinned_use_background_threads",
-    "pinned_use_cuda_host_register",
-    "release_lock_on_cudamalloc",
-    "roundup_power2_divisions",
-})
+ALLOCATOR_KEYS = frozenset(
+    {
+        "backend",
+        "expandable_segments",
+        "garbage_collection_threshold",
+        "graph_capture_record_stream_reuse",
+        "max_non_split_rounding_mb",
+        "max_split_size_mb",
+        "per_process_memory_fraction",
+        "pinned_max_round_threshold_mb",
+        "pinned_num_register_threads",
+        "pinned_reserve_segment_size_mb",
+        "pinned_use_background_threads",
+        "pinned_use_cuda_host_register",
+        "release_lock_on_cudamalloc",
+        "roundup_power2_divisions",
+    }
+)
 ALLOCATOR_ENV = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 # Engine arguments that the deployment (inventory, rank, secrets) decides, never the profile.
@@ -99,10 +101,15 @@ class Renderer:
 
     def claim(self, dest, field, value):
         if dest in self.seen:
-            self.violations.append(violation(
-                field, value, "duplicate-option",
-                f"sets --{dest.replace('_', '-')} which {self.seen[dest]} already sets; vLLM keeps only "
-                "the last occurrence, so one of them would be silently ignored"))
+            self.violations.append(
+                violation(
+                    field,
+                    value,
+                    "duplicate-option",
+                    f"sets --{dest.replace('_', '-')} which {self.seen[dest]} already sets; vLLM keeps only "
+                    "the last occurrence, so one of them would be silently ignored",
+                )
+            )
             return False
         self.seen[dest] = field
         return True
@@ -110,9 +117,14 @@ class Renderer:
     def unknown(self, field, value, name):
         near = difflib.get_close_matches(name, list(self.flags), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
-        self.violations.append(violation(
-            field, value, "unknown-flag",
-            f"vLLM {self.version} has no engine argument '{name}' (flag catalog){hint}"))
+        self.violations.append(
+            violation(
+                field,
+                value,
+                "unknown-flag",
+                f"vLLM {self.version} has no engine argument '{name}' (flag catalog){hint}",
+            )
+        )
 
     def add(self, key, value, field):
         dest = self.dest_for_key(key)
@@ -135,8 +147,9 @@ class Renderer:
             item_field = f"{field}[{i}]"
             option, _, inline = token.partition("=")
             if not option.startswith("-"):
-                self.violations.append(violation(item_field, token, "extra-args-shape",
-                                                 "expected an option starting with '-'"))
+                self.violations.append(
+                    violation(item_field, token, "extra-args-shape", "expected an option starting with '-'")
+                )
                 i += 1
                 continue
             dest = self.dest_for_option(option)
@@ -252,7 +265,11 @@ def model_max_len(model_config):
     cfg = model_text_config(model_config)
     limit = cfg.get("max_position_embeddings") or model_config.get("max_position_embeddings")
     scaling = cfg.get("rope_scaling") or {}
-    if limit and scaling.get("factor") and scaling.get("rope_type", scaling.get("type")) in ("yarn", "dynamic", "linear"):
+    if (
+        limit
+        and scaling.get("factor")
+        and scaling.get("rope_type", scaling.get("type")) in ("yarn", "dynamic", "linear")
+    ):
         limit = int(limit * scaling["factor"])
     return limit
 
@@ -299,12 +316,20 @@ class Plan:
             renderer.add("revision", str(p["revision"]), "revision")
         for key, value in engine.items():
             if renderer.dest_for_key(key) in RANK_ARGS:
-                self.fail(f"engine.{key}", value, "rank-args",
-                          "is decided per rank from the inventory (nodes, node_rank, master_addr); remove it")
+                self.fail(
+                    f"engine.{key}",
+                    value,
+                    "rank-args",
+                    "is decided per rank from the inventory (nodes, node_rank, master_addr); remove it",
+                )
                 continue
             if renderer.dest_for_key(key) == "api_key":
-                self.fail(f"engine.{key}", "<redacted>", "secret-in-argv",
-                          "an API key in argv shows in every process list; use api_key_file")
+                self.fail(
+                    f"engine.{key}",
+                    "<redacted>",
+                    "secret-in-argv",
+                    "an API key in argv shows in every process list; use api_key_file",
+                )
                 continue
             renderer.add(key, value, f"engine.{key}")
         self.add_rank_args(renderer, nodes)
@@ -318,11 +343,20 @@ class Plan:
         self.check_json_configs(catalog, values)
         self.check_moe_table(model_config, values)
         rendered_env = self.check_env(env, values, platform)
-        if platform == "cpu" and block and block.get("hybrid") and values.get("speculative_config") \
-                and values.get("enable_prefix_caching", True):
-            self.fail("engine.speculative_config", values["speculative_config"], "cpu-mtp-prefix",
-                      "speculative decoding with prefix caching on a hybrid model crashes the CPU build's "
-                      "first request (Triton kernel); turn one of them off")
+        if (
+            platform == "cpu"
+            and block
+            and block.get("hybrid")
+            and values.get("speculative_config")
+            and values.get("enable_prefix_caching", True)
+        ):
+            self.fail(
+                "engine.speculative_config",
+                values["speculative_config"],
+                "cpu-mtp-prefix",
+                "speculative decoding with prefix caching on a hybrid model crashes the CPU build's "
+                "first request (Triton kernel); turn one of them off",
+            )
         return self.result(catalog, renderer.argv, rendered_env, block)
 
     def add_rank_args(self, renderer, nodes):
@@ -333,8 +367,12 @@ class Plan:
         renderer.add("nnodes", nodes, "nodes")
         renderer.add("node_rank", rank, "node_rank")
         if not p.get("master_addr"):
-            self.fail("master_addr", p.get("master_addr"), "required",
-                      f"nodes={nodes} needs the head node's address on the fast link")
+            self.fail(
+                "master_addr",
+                p.get("master_addr"),
+                "required",
+                f"nodes={nodes} needs the head node's address on the fast link",
+            )
         else:
             renderer.add("master_addr", str(p["master_addr"]), "master_addr")
         if p.get("master_port"):
@@ -368,12 +406,22 @@ class Plan:
 
     def check_block(self, model_config, values, platform, version, env):
         if not model_config:
-            self.fail("model_config", model_config, "required",
-                      "the model's config.json (path or mapping) is needed to predict the block size")
+            self.fail(
+                "model_config",
+                model_config,
+                "required",
+                "the model's config.json (path or mapping) is needed to predict the block size",
+            )
             return None
         try:
-            block = predict_block(model_config, values, platform=platform, engine_version=version, env=env,
-                                  cuda_version=self.p.get("cuda_version"))
+            block = predict_block(
+                model_config,
+                values,
+                platform=platform,
+                engine_version=version,
+                env=env,
+                cuda_version=self.p.get("cuda_version"),
+            )
         except ValueError as err:
             self.fail("model_config", model_config.get("model_type"), "block-prediction", str(err))
             return None
@@ -382,70 +430,117 @@ class Plan:
             if field == "engine.prefix_cache_retention_interval":
                 self.fail_retention(block, model_config, values[field.split(".", 1)[1]], version)
                 continue
-            self.fail(field, lookup(values, model_config, field), f"engine-fails-{error['when'].replace('_', '-')}",
-                      f"vLLM {version} would refuse this {WHEN[error['when']]}: {error['message']}")
+            self.fail(
+                field,
+                lookup(values, model_config, field),
+                f"engine-fails-{error['when'].replace('_', '-')}",
+                f"vLLM {version} would refuse this {WHEN[error['when']]}: {error['message']}",
+            )
         return block
 
     def fail_retention(self, block, model_config, retention, version):
         field = "engine.prefix_cache_retention_interval"
         if not block.get("has_mamba_or_sliding_window"):
-            self.fail(field, retention, "retention-needs-state",
-                      f"non-zero retention applies only to Mamba/sliding-window caches and model type "
-                      f"{model_config.get('model_type')!r} has none; use 0")
+            self.fail(
+                field,
+                retention,
+                "retention-needs-state",
+                f"non-zero retention applies only to Mamba/sliding-window caches and model type "
+                f"{model_config.get('model_type')!r} has none; use 0",
+            )
         elif block["retention"].get("nearest_valid") is None:
             self.fail(field, retention, "retention-interval", "must be 0, None or a positive integer")
         else:
             near = ", ".join(map(str, block["retention"]["nearest_valid"]))
-            self.fail(field, retention, "retention-multiple-of-block",
-                      f"must be a multiple of the scheduler block, which vLLM {version} will compute as "
-                      f"{block['scheduler_block']} tokens for this profile (effective block "
-                      f"{block['effective_block']}); nearest valid values: {near} (or 0); the engine would "
-                      "fail only after the model load")
+            self.fail(
+                field,
+                retention,
+                "retention-multiple-of-block",
+                f"must be a multiple of the scheduler block, which vLLM {version} will compute as "
+                f"{block['scheduler_block']} tokens for this profile (effective block "
+                f"{block['effective_block']}); nearest valid values: {near} (or 0); the engine would "
+                "fail only after the model load",
+            )
 
     def check_parallel(self, model_config, values, platform, nodes):
         tp = values.get("tensor_parallel_size", 1)
         pp = values.get("pipeline_parallel_size", 1)
         per_node = self.p.get("gpus_per_node") or PLATFORMS.get(platform, 1)
         if isinstance(tp, int) and isinstance(pp, int) and tp * pp != nodes * per_node:
-            self.fail("engine.tensor_parallel_size", tp, "tp-equals-ranks",
-                      f"tensor_parallel_size x pipeline_parallel_size ({tp} x {pp}) must equal nodes x GPUs "
-                      f"per node ({nodes} x {per_node} on {platform})")
+            self.fail(
+                "engine.tensor_parallel_size",
+                tp,
+                "tp-equals-ranks",
+                f"tensor_parallel_size x pipeline_parallel_size ({tp} x {pp}) must equal nodes x GPUs "
+                f"per node ({nodes} x {per_node} on {platform})",
+            )
         if not isinstance(tp, int) or tp < 1:
             return
         cfg = model_text_config(model_config)
         heads = cfg.get("num_attention_heads")
         kv_heads = cfg.get("num_key_value_heads", heads)
         if heads and heads % tp:
-            self.fail("engine.tensor_parallel_size", tp, "tp-divides-heads",
-                      f"the model's num_attention_heads ({heads}) must be divisible by it")
+            self.fail(
+                "engine.tensor_parallel_size",
+                tp,
+                "tp-divides-heads",
+                f"the model's num_attention_heads ({heads}) must be divisible by it",
+            )
         if kv_heads and kv_heads % tp and tp % kv_heads:
-            self.fail("engine.tensor_parallel_size", tp, "tp-kv-heads",
-                      f"the model's num_key_value_heads ({kv_heads}) must divide it or be divisible by it")
+            self.fail(
+                "engine.tensor_parallel_size",
+                tp,
+                "tp-kv-heads",
+                f"the model's num_key_value_heads ({kv_heads}) must divide it or be divisible by it",
+            )
         for key in ("linear_num_key_heads", "linear_num_value_heads"):
             if cfg.get(key) and cfg[key] % tp:
-                self.fail("engine.tensor_parallel_size", tp, "tp-divides-gdn-heads",
-                          f"the model's {key} ({cfg[key]}) must be divisible by it")
+                self.fail(
+                    "engine.tensor_parallel_size",
+                    tp,
+                    "tp-divides-gdn-heads",
+                    f"the model's {key} ({cfg[key]}) must be divisible by it",
+                )
         spec = values.get("speculative_config")
-        if isinstance(spec, dict) and "draft_tensor_parallel_size" in spec \
-                and spec["draft_tensor_parallel_size"] not in (1, tp):
-            self.fail("engine.speculative_config.draft_tensor_parallel_size",
-                      spec["draft_tensor_parallel_size"], "draft-tp", f"must be 1 or tensor_parallel_size ({tp})")
+        if (
+            isinstance(spec, dict)
+            and "draft_tensor_parallel_size" in spec
+            and spec["draft_tensor_parallel_size"] not in (1, tp)
+        ):
+            self.fail(
+                "engine.speculative_config.draft_tensor_parallel_size",
+                spec["draft_tensor_parallel_size"],
+                "draft-tp",
+                f"must be 1 or tensor_parallel_size ({tp})",
+            )
 
     def check_sizes(self, model_config, values):
         seqs, batched = values.get("max_num_seqs"), values.get("max_num_batched_tokens")
         if is_int(seqs) and is_int(batched) and seqs > batched:
-            self.fail("engine.max_num_seqs", seqs, "seqs-le-batched-tokens",
-                      f"must not exceed max_num_batched_tokens ({batched})")
+            self.fail(
+                "engine.max_num_seqs",
+                seqs,
+                "seqs-le-batched-tokens",
+                f"must not exceed max_num_batched_tokens ({batched})",
+            )
         limit = model_max_len(model_config)
         max_len = values.get("max_model_len")
         if is_int(max_len) and limit and max_len > limit:
-            self.fail("engine.max_model_len", max_len, "max-model-len",
-                      f"exceeds the model's limit of {limit} tokens (max_position_embeddings)")
+            self.fail(
+                "engine.max_model_len",
+                max_len,
+                "max-model-len",
+                f"exceeds the model's limit of {limit} tokens (max_position_embeddings)",
+            )
         threshold = values.get("long_prefill_token_threshold")
         ceiling = max_len if is_int(max_len) else limit
         if is_int(threshold) and ceiling and threshold > ceiling:
-            self.fail("engine.long_prefill_token_threshold", threshold, "long-prefill-le-max-len",
-                      f"must not exceed max_model_len ({ceiling})")
+            self.fail(
+                "engine.long_prefill_token_threshold",
+                threshold,
+                "long-prefill-le-max-len",
+                f"must not exceed max_model_len ({ceiling})",
+            )
         util = values.get("gpu_memory_utilization")
         if util is not None and not (isinstance(util, (int, float)) and 0 < util <= 1):
             self.fail("engine.gpu_memory_utilization", util, "fraction", "must be in (0, 1]")
@@ -463,8 +558,12 @@ class Plan:
                     if key not in known:
                         near = difflib.get_close_matches(key, known, n=2)
                         hint = f"; did you mean {', '.join(near)}?" if near else ""
-                        self.fail(f"engine.{dest}.{key}", config[key], "json-unknown-key",
-                                  f"vLLM {catalog['ENGINE_VERSION']} {dest} has no key '{key}'{hint}")
+                        self.fail(
+                            f"engine.{dest}.{key}",
+                            config[key],
+                            "json-unknown-key",
+                            f"vLLM {catalog['ENGINE_VERSION']} {dest} has no key '{key}'{hint}",
+                        )
             for key, choices in (spec.get("json_choices") or {}).items():
                 if key in config and config[key] is not None and not in_choices(config[key], choices):
                     self.fail(f"engine.{dest}.{key}", config[key], "json-choice", f"must be one of {choices}")
@@ -472,8 +571,9 @@ class Plan:
         if isinstance(spec_cfg, dict):
             n = spec_cfg.get("num_speculative_tokens")
             if n is not None and (not is_int(n) or n < 1):
-                self.fail("engine.speculative_config.num_speculative_tokens", n, "spec-tokens",
-                          "must be a positive integer")
+                self.fail(
+                    "engine.speculative_config.num_speculative_tokens", n, "spec-tokens", "must be a positive integer"
+                )
 
     def check_moe_table(self, model_config, values):
         table = self.p.get("moe_table")
@@ -486,27 +586,40 @@ class Plan:
         if not experts or not inter:
             self.fail("moe_table", table, "moe-model", "the model config has no num_experts/moe_intermediate_size")
             return None
-        name = moe_table_name(experts, inter // tp, self.p.get("device_name", "NVIDIA_GB10"),
-                              table.get("dtype"), table.get("block_shape"))
+        name = moe_table_name(
+            experts, inter // tp, self.p.get("device_name", "NVIDIA_GB10"), table.get("dtype"), table.get("block_shape")
+        )
         self.moe_table_file = name
         folder = self.p.get("tuned_config_dir")
         files = self.p.get("tuned_config_files")
         if files is None:
-            self.fail("tuned_config_dir", folder, "moe-table",
-                      f"the profile uses a tuned MoE table, so {name} must exist in the tuned-config folder")
+            self.fail(
+                "tuned_config_dir",
+                folder,
+                "moe-table",
+                f"the profile uses a tuned MoE table, so {name} must exist in the tuned-config folder",
+            )
         elif name not in files:
             near = difflib.get_close_matches(name, files, n=2)
-            self.fail("tuned_config_dir", folder, "moe-table",
-                      f"vLLM will look for {name} (E={experts}, N={inter}/{tp}) and it is not there, so the "
-                      f"engine would silently fall back to default kernels; present: {near or sorted(files)[:3]}")
+            self.fail(
+                "tuned_config_dir",
+                folder,
+                "moe-table",
+                f"vLLM will look for {name} (E={experts}, N={inter}/{tp}) and it is not there, so the "
+                f"engine would silently fall back to default kernels; present: {near or sorted(files)[:3]}",
+            )
         return name
 
     def check_env(self, env, values, platform):
         rendered = {}
         for key, val in env.items():
             if SECRET_ENV.search(key):
-                self.fail(f"env.{key}", "<redacted>", "secret-in-env",
-                          "secrets never go into the rendered environment; use api_key_file")
+                self.fail(
+                    f"env.{key}",
+                    "<redacted>",
+                    "secret-in-env",
+                    "secrets never go into the rendered environment; use api_key_file",
+                )
                 continue
             if isinstance(val, (dict, list)):
                 self.fail(f"env.{key}", val, "env-string", "environment values must be scalars")
@@ -522,14 +635,22 @@ class Plan:
             pairs = parse_allocator_conf(rendered[name])
             for key in pairs:
                 if key not in ALLOCATOR_KEYS:
-                    self.fail(f"env.{name}", rendered[name], "allocator-key",
-                              f"unknown allocator key '{key}' makes CUDA initialisation fail; "
-                              f"known keys: {', '.join(sorted(ALLOCATOR_KEYS))}")
+                    self.fail(
+                        f"env.{name}",
+                        rendered[name],
+                        "allocator-key",
+                        f"unknown allocator key '{key}' makes CUDA initialisation fail; "
+                        f"known keys: {', '.join(sorted(ALLOCATOR_KEYS))}",
+                    )
             fraction = pairs.get("per_process_memory_fraction")
             if fraction is not None and not same_number(fraction, util):
-                self.fail(f"env.{name}", rendered[name], "allocator-fraction",
-                          f"per_process_memory_fraction {fraction} must equal gpu_memory_utilization {util}; "
-                          "leave it out and it is rendered from gpu_memory_utilization")
+                self.fail(
+                    f"env.{name}",
+                    rendered[name],
+                    "allocator-fraction",
+                    f"per_process_memory_fraction {fraction} must equal gpu_memory_utilization {util}; "
+                    "leave it out and it is rendered from gpu_memory_utilization",
+                )
             elif fraction is None:
                 pairs["per_process_memory_fraction"] = format_scalar(util)
                 rendered[name] = format_allocator_conf(pairs)

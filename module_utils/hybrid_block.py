@@ -31,9 +31,17 @@ _GPU = {"gb10": (12, 1, 13), "sm90": (9, 0, 12)}
 # vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE / get_dtype_size, restricted to what is modelled.
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _DTYPE_ALIASES = {
-    "float": "float32", "fp32": "float32", "float32": "float32", "torch.float32": "float32",
-    "half": "float16", "fp16": "float16", "float16": "float16", "torch.float16": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16", "torch.bfloat16": "bfloat16",
+    "float": "float32",
+    "fp32": "float32",
+    "float32": "float32",
+    "torch.float32": "float32",
+    "half": "float16",
+    "fp16": "float16",
+    "float16": "float16",
+    "torch.float16": "float16",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "torch.bfloat16": "bfloat16",
 }
 # KV cache dtypes whose page is (head_size + head_size_v) * element bytes per head and token
 # (FullAttentionSpec.page_size_bytes; customize_spec of FLASH_ATTN / FLASHINFER / TRITON_ATTN / CPU_ATTN
@@ -56,13 +64,39 @@ _QWEN4_EXP_TYPES = ("qwen4_exp", "qwen4_exp_text")
 _GDN_TYPES = ("qwen3_next",) + _QWEN3_5_TYPES + _QWEN4_EXP_TYPES
 # Hybrid (state-space / linear-attention) families vLLM knows but this predictor does not model.
 _OTHER_HYBRID_TYPES = (
-    "bamba", "falcon_h1", "granitemoehybrid", "jamba", "kimi_linear", "lfm2", "lfm2_moe", "mamba",
-    "mamba2", "falcon_mamba", "minimax", "minimax_m1", "minimax_text_01", "nemotron_h", "plamo2",
-    "zamba", "zamba2", "olmo_hybrid", "kimi_k3", "glm5next", "inkling", "phi4flash",
+    "bamba",
+    "falcon_h1",
+    "granitemoehybrid",
+    "jamba",
+    "kimi_linear",
+    "lfm2",
+    "lfm2_moe",
+    "mamba",
+    "mamba2",
+    "falcon_mamba",
+    "minimax",
+    "minimax_m1",
+    "minimax_text_01",
+    "nemotron_h",
+    "plamo2",
+    "zamba",
+    "zamba2",
+    "olmo_hybrid",
+    "kimi_k3",
+    "glm5next",
+    "inkling",
+    "phi4flash",
 )
 _HYBRID_MARKER_KEYS = (
-    "linear_num_value_heads", "mamba_d_state", "ssm_state_size", "mamba_n_heads", "hybrid_override_pattern",
-    "layers_block_type", "attn_layer_indices", "linear_attn_config", "full_attn_idxs",
+    "linear_num_value_heads",
+    "mamba_d_state",
+    "ssm_state_size",
+    "mamba_n_heads",
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "attn_layer_indices",
+    "linear_attn_config",
+    "full_attn_idxs",
 )
 
 
@@ -159,8 +193,10 @@ def _spec_tokens(engine, text):
     if n is None:
         n = text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers")
         if n is None:
-            raise ValueError("speculative_config has no num_speculative_tokens and the model config "
-                             "declares no MTP depth (mtp_num_hidden_layers / num_nextn_predict_layers)")
+            raise ValueError(
+                "speculative_config has no num_speculative_tokens and the model config "
+                "declares no MTP depth (mtp_num_hidden_layers / num_nextn_predict_layers)"
+            )
     n = int(n)
     if n <= 0:
         raise ValueError(f"num_speculative_tokens must be > 0, got {n}")
@@ -171,8 +207,10 @@ def _is_hybrid(model_type, text):
     if model_type in _GDN_TYPES:
         return True
     layer_types = text.get("layer_types") or []
-    if model_type in _OTHER_HYBRID_TYPES or any(k in text for k in _HYBRID_MARKER_KEYS) or any(
-        t in ("linear_attention", "mamba", "conv", "short_conv") for t in layer_types
+    if (
+        model_type in _OTHER_HYBRID_TYPES
+        or any(k in text for k in _HYBRID_MARKER_KEYS)
+        or any(t in ("linear_attention", "mamba", "conv", "short_conv") for t in layer_types)
     ):
         raise ValueError(
             f"unsupported hybrid model type {model_type!r}: the block-size rules are modelled for "
@@ -263,8 +301,7 @@ def _bool(value, default):
     return bool(value)
 
 
-def predict_block(model_config, engine, *, platform, engine_version, env=None, cuda_version=None,
-                  cpu_avx512_bf16=True):
+def predict_block(model_config, engine, *, platform, engine_version, env=None, cuda_version=None, cpu_avx512_bf16=True):
     """Predict the block sizes vLLM ``engine_version`` will use on ``platform``.
 
     model_config: the model's config.json as a dict. engine: vLLM engine args by EngineArgs name
@@ -295,9 +332,13 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     hybrid = _is_hybrid(root_type, text) or _is_hybrid(model_type, text)
     family = None
     if hybrid:
-        family = ("qwen4_exp" if (root_type in _QWEN4_EXP_TYPES or model_type in _QWEN4_EXP_TYPES)
-                  else "qwen3_5" if (root_type in _QWEN3_5_TYPES or model_type in _QWEN3_5_TYPES)
-                  else "qwen3_next")
+        family = (
+            "qwen4_exp"
+            if (root_type in _QWEN4_EXP_TYPES or model_type in _QWEN4_EXP_TYPES)
+            else "qwen3_5"
+            if (root_type in _QWEN3_5_TYPES or model_type in _QWEN3_5_TYPES)
+            else "qwen3_next"
+        )
 
     tp = int(engine.get("tensor_parallel_size") or 1)
     dcp = int(engine.get("decode_context_parallel_size") or 1)
@@ -306,12 +347,15 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     model_dtype = _model_dtype(model_config, text, engine)
     num_spec, spec_method = _spec_tokens(engine, text)
     cuda_major = _cuda_major(platform, cuda_version)
-    steps.append(f"vLLM {ver} rules ({engine_version}) on {platform}"
-                 + (f" (CUDA {cuda_major})" if cuda_major else "")
-                 + f"; model_type {model_type or '?'}; model dtype {model_dtype}; TP {tp}")
+    steps.append(
+        f"vLLM {ver} rules ({engine_version}) on {platform}"
+        + (f" (CUDA {cuda_major})" if cuda_major else "")
+        + f"; model_type {model_type or '?'}; model dtype {model_dtype}; TP {tp}"
+    )
     if env:
-        steps.append("env: no environment variable changes this computation in 0.30/0.32/0.33 "
-                     f"(given: {', '.join(sorted(env))})")
+        steps.append(
+            f"env: no environment variable changes this computation in 0.30/0.32/0.33 (given: {', '.join(sorted(env))})"
+        )
 
     # ---------------------------------------------------------------- prefix caching / mamba cache mode
     # engine/arg_utils.py:_set_default_chunked_prefill_and_prefix_caching_args: enable_prefix_caching
@@ -327,15 +371,25 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
             # 0.33 engine/arg_utils.py: --mamba-cache-mode is deprecated, has no effect (a warning) and is
             # not passed to CacheConfig; config/cache.py: MambaCacheMode = Literal["align", "none"].
             if requested_mode not in (None, "align", "none"):
-                errors.append({"when": "startup", "field": "engine.mamba_cache_mode", "message":
-                               f"--mamba-cache-mode {requested_mode!r}: invalid choice (align, none) in 0.33"})
+                errors.append(
+                    {
+                        "when": "startup",
+                        "field": "engine.mamba_cache_mode",
+                        "message": f"--mamba-cache-mode {requested_mode!r}: invalid choice (align, none) in 0.33",
+                    }
+                )
             mamba_mode = "align" if prefix_caching else "none"
         else:
             mode = requested_mode or "none"
             if ver == "0.32" and mode not in ("align", "none"):
                 # 0.32 config/cache.py: MambaCacheMode = Literal["align", "none"] ("all" was removed).
-                errors.append({"when": "startup", "field": "engine.mamba_cache_mode", "message":
-                               f"--mamba-cache-mode {mode!r}: invalid choice (align, none) in 0.32"})
+                errors.append(
+                    {
+                        "when": "startup",
+                        "field": "engine.mamba_cache_mode",
+                        "message": f"--mamba-cache-mode {mode!r}: invalid choice (align, none) in 0.32",
+                    }
+                )
                 mode = "none"
             # model_executor/models/config.py:MambaModelConfig.verify_and_update_config (via
             # HybridAttentionMambaModelConfig): prefix caching on -> "none" becomes "align"; 0.30 also turns
@@ -345,9 +399,10 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
                 mamba_mode = "align" if mode in ("none", "all", "align") else mode
             else:
                 mamba_mode = "none"
-        steps.append(f"prefix caching {'on' if prefix_caching else 'off'} -> mamba_cache_mode {mamba_mode}"
-                     + (f" (requested {requested_mode})" if requested_mode and requested_mode != mamba_mode
-                        else ""))
+        steps.append(
+            f"prefix caching {'on' if prefix_caching else 'off'} -> mamba_cache_mode {mamba_mode}"
+            + (f" (requested {requested_mode})" if requested_mode and requested_mode != mamba_mode else "")
+        )
 
     # ---------------------------------------------------------------- attention backend / kernel block
     backend = engine.get("attention_backend")
@@ -362,8 +417,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
         backend = backend or "FLASH_ATTN"
         table = _GPU_BACKEND_MIN_KERNEL
     if backend not in table:
-        raise ValueError(f"attention backend {backend!r} on {platform} is not modelled "
-                         f"(modelled: {', '.join(table)})")
+        raise ValueError(f"attention backend {backend!r} on {platform} is not modelled (modelled: {', '.join(table)})")
     min_kernel = table[backend]
     if family == "qwen4_exp" and platform != "cpu":
         # models/qwen4_exp/nvidia/qsa.py:Qwen4ExpQSAFlashAttentionBackend.get_supported_kernel_block_sizes
@@ -400,8 +454,10 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     if total_kv >= tp:
         _divide(total_kv, tp, "num_key_value_heads")
     elif tp % total_kv:
-        raise ValueError(f"tensor_parallel_size ({tp}) must be a multiple of num_key_value_heads "
-                         f"({total_kv}) when TP exceeds the KV heads")
+        raise ValueError(
+            f"tensor_parallel_size ({tp}) must be a multiple of num_key_value_heads "
+            f"({total_kv}) when TP exceeds the KV heads"
+        )
     kv_heads = max(1, total_kv // tp)  # config/model.py:ModelConfig.get_num_kv_heads
     kv_dtype = str(engine.get("kv_cache_dtype") or "auto").lower()
     if kv_dtype == "auto":
@@ -409,8 +465,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     elif kv_dtype in _KV_DTYPE_BYTES:
         kv_bytes = _KV_DTYPE_BYTES[kv_dtype]
     else:
-        raise ValueError(f"kv_cache_dtype {kv_dtype!r} is not modelled "
-                         f"(modelled: auto, {', '.join(_KV_DTYPE_BYTES)})")
+        raise ValueError(f"kv_cache_dtype {kv_dtype!r} is not modelled (modelled: auto, {', '.join(_KV_DTYPE_BYTES)})")
     # v1/kv_cache_interface.py:AttentionSpec.page_size_bytes with block_size=1:
     #   num_kv_heads * (head_size + head_size_v) * dtype bytes
     attn_bpt = kv_heads * 2 * head_dim * kv_bytes
@@ -439,18 +494,22 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
         # v1/core/kv_cache_utils.py:resolve_kv_cache_block_sizes: one group -> block_size * dcp; several
         # (full + sliding) -> lcm of the group block sizes, all equal to block_size (attention: * dcp).
         scheduler_block = block * dcp
-        steps.append(f"non-hybrid: attention page {attn_bpt} B/token ({kv_heads} KV head(s)/rank x 2 x "
-                     f"{head_dim} x {kv_bytes} B); block {block}; scheduler block {scheduler_block}"
-                     + (" (sliding-window group present)" if has_state else ""))
-        result.update({
-            "effective_block": block,
-            "scheduler_block": scheduler_block,
-            "mamba_block_size": None,
-            "mamba_page_bytes": 0,
-            "kernel_alignment": max(min_kernel, block),
-            "has_mamba_or_sliding_window": has_state,
-            "kv_cache_groups": groups,
-        })
+        steps.append(
+            f"non-hybrid: attention page {attn_bpt} B/token ({kv_heads} KV head(s)/rank x 2 x "
+            f"{head_dim} x {kv_bytes} B); block {block}; scheduler block {scheduler_block}"
+            + (" (sliding-window group present)" if has_state else "")
+        )
+        result.update(
+            {
+                "effective_block": block,
+                "scheduler_block": scheduler_block,
+                "mamba_block_size": None,
+                "mamba_page_bytes": 0,
+                "kernel_alignment": max(min_kernel, block),
+                "has_mamba_or_sliding_window": has_state,
+                "kv_cache_groups": groups,
+            }
+        )
         _retention(result, engine, steps, errors)
         result.update({"steps": steps, "errors": errors, "warnings": warnings})
         return result
@@ -501,15 +560,21 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     gdn_conv = conv_rows * conv_local * _DTYPE_BYTES[conv_dtype]
     gdn_ssm = v_local * dims["v_dim"] * dims["k_dim"] * _DTYPE_BYTES[ssm_dtype]
     gdn_page = gdn_conv + gdn_ssm
-    steps.append(f"GDN conv state ({conv_rows}, {conv_local}) {conv_dtype} = {gdn_conv} B "
-                 f"[kernel {dims['conv_kernel']} - 1 + {num_spec} spec rows; conv_dim {conv_dim}/TP{tp}]")
+    steps.append(
+        f"GDN conv state ({conv_rows}, {conv_local}) {conv_dtype} = {gdn_conv} B "
+        f"[kernel {dims['conv_kernel']} - 1 + {num_spec} spec rows; conv_dim {conv_dim}/TP{tp}]"
+    )
     steps.append(f"GDN ssm state ({v_local}, {dims['v_dim']}, {dims['k_dim']}) {ssm_dtype} = {gdn_ssm} B")
     steps.append(f"GDN page = {gdn_page} B")
     pages = {"gdn": gdn_page}
     result["mamba_state"] = {
-        "gdn": {"conv_shape": [conv_rows, conv_local], "conv_dtype": conv_dtype,
-                "ssm_shape": [v_local, dims["v_dim"], dims["k_dim"]], "ssm_dtype": ssm_dtype,
-                "page_bytes": gdn_page},
+        "gdn": {
+            "conv_shape": [conv_rows, conv_local],
+            "conv_dtype": conv_dtype,
+            "ssm_shape": [v_local, dims["v_dim"], dims["k_dim"]],
+            "ssm_dtype": ssm_dtype,
+            "page_bytes": gdn_page,
+        },
     }
     has_ple_layers = False
     if family == "qwen4_exp":
@@ -527,10 +592,12 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
         ple_page = ple_rows * ple_width * _DTYPE_BYTES[conv_dtype]
         pages["ple"] = ple_page
         has_ple_layers = bool(text.get("ple_layer_ids"))
-        steps.append(f"PLE short-conv state ({ple_rows}, {ple_width}) {conv_dtype} = {ple_page} B "
-                     "(TP-replicated)")
-        result["mamba_state"]["ple"] = {"conv_shape": [ple_rows, ple_width], "conv_dtype": conv_dtype,
-                                        "page_bytes": ple_page}
+        steps.append(f"PLE short-conv state ({ple_rows}, {ple_width}) {conv_dtype} = {ple_page} B (TP-replicated)")
+        result["mamba_state"]["ple"] = {
+            "conv_shape": [ple_rows, ple_width],
+            "conv_dtype": conv_dtype,
+            "page_bytes": ple_page,
+        }
     # platforms/interface.py:_align_hybrid_block_size: mamba_page_size = max(spec.page_size_bytes for spec in
     # model_cls.get_mamba_specs_from_config()) when the model defines it (Qwen4Exp), else the single MambaSpec.
     mamba_page = max(pages.values())
@@ -570,8 +637,10 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     # interface.py:_align_hybrid_block_size (0.30 "none"/"align" branch, 0.32, 0.33):
     #   attn_block = K * cdiv(mamba_page, K * attn_bytes_per_token)
     attn_block = kernel * cdiv(mamba_page, kernel * attn_bpt)
-    steps.append(f"attention page {attn_bpt} B/token ({kv_heads} KV head(s)/rank x 2 x {head_dim} x {kv_bytes} B)"
-                 f" -> K * ceil({mamba_page} / ({kernel} * {attn_bpt})) = {attn_block}")
+    steps.append(
+        f"attention page {attn_bpt} B/token ({kv_heads} KV head(s)/rank x 2 x {head_dim} x {kv_bytes} B)"
+        f" -> K * ceil({mamba_page} / ({kernel} * {attn_bpt})) = {attn_block}"
+    )
     if ver in ("0.32", "0.33"):
         # 0.32/0.33 interface.py:_align_hybrid_block_size: round up to backend_block_alignment = lcm of every
         # non-SSM backend's smallest kernel block (16 on GPU, 32 for CPU_ATTN) -- a no-op when K already is one.
@@ -586,8 +655,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     if logged:
         steps.append(f"engine logs: Setting attention block size to {block} tokens")
     else:
-        steps.append(f"block_size {base_block} already covers the mamba page (no 'Setting attention block "
-                     "size' line)")
+        steps.append(f"block_size {base_block} already covers the mamba page (no 'Setting attention block size' line)")
 
     # mamba_block_size: align -> = block (interface.py: "if mamba_cache_mode == 'align': mamba_block_size =
     # block_size", silently overriding --mamba-block-size); none -> max_model_len (MambaModelConfig).
@@ -598,13 +666,19 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     if mamba_mode == "align":
         mamba_block = block
         if user_mamba_block and user_mamba_block != block:
-            warnings.append(f"--mamba-block-size {user_mamba_block} is silently replaced by the block "
-                            f"({block}) in align mode")
+            warnings.append(
+                f"--mamba-block-size {user_mamba_block} is silently replaced by the block ({block}) in align mode"
+            )
     else:
         if user_mamba_block and user_mamba_block != max_model_len:
             # config/vllm.py:VllmConfig.validate_mamba_block_size (all three versions)
-            errors.append({"when": "startup", "field": "engine.mamba_block_size", "message":
-                           "--mamba-block-size can only be set with --enable-prefix-caching"})
+            errors.append(
+                {
+                    "when": "startup",
+                    "field": "engine.mamba_block_size",
+                    "message": "--mamba-block-size can only be set with --enable-prefix-caching",
+                }
+            )
         mamba_block = max_model_len
     # v1/core/kv_cache_utils.py:resolve_kv_cache_block_sizes: several KV cache groups -> scheduler block =
     # lcm of the group block sizes (attention groups x DCP, Mamba groups as is).
@@ -615,43 +689,56 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     steps.append(f"scheduler block = lcm{tuple(group_sizes)} = {scheduler_block}")
 
     if family == "qwen4_exp":
-        _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base_block, block, dcp,
-                    steps, errors)
+        _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base_block, block, dcp, steps, errors)
 
-    result.update({
-        "effective_block": block,
-        "logged_block": logged,
-        "scheduler_block": scheduler_block,
-        "mamba_block_size": mamba_block,
-        "mamba_page_bytes": mamba_page,
-        "mamba_pages": pages,
-        "attn_page_bytes": block * attn_bpt,
-        "mamba_page_padding_bytes": block * attn_bpt - mamba_page,
-        "kernel_alignment": kernel,
-        "prefill_checkpoint_alignment": checkpoint_alignment,
-        "has_mamba_or_sliding_window": True,
-    })
+    result.update(
+        {
+            "effective_block": block,
+            "logged_block": logged,
+            "scheduler_block": scheduler_block,
+            "mamba_block_size": mamba_block,
+            "mamba_page_bytes": mamba_page,
+            "mamba_pages": pages,
+            "attn_page_bytes": block * attn_bpt,
+            "mamba_page_padding_bytes": block * attn_bpt - mamba_page,
+            "kernel_alignment": kernel,
+            "prefill_checkpoint_alignment": checkpoint_alignment,
+            "has_mamba_or_sliding_window": True,
+        }
+    )
     _retention(result, engine, steps, errors)
     result.update({"steps": steps, "errors": errors, "warnings": warnings})
     return result
 
 
-def _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base_block, block, dcp,
-                steps, errors):
+def _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base_block, block, dcp, steps, errors):
     """Qwen4Exp QSA constraints that depend on the block (models/qwen4_exp/common/qsa_cache.py, nvidia/qsa.py,
     model_executor/models/config.py:Qwen4ExpForConditionalGenerationConfig)."""
     if model_dtype != "bfloat16":
-        errors.append({"when": "load", "field": "model_config.torch_dtype",
-                       "message": "Qwen4Exp QSA currently requires BF16"})
+        errors.append(
+            {"when": "load", "field": "model_config.torch_dtype", "message": "Qwen4Exp QSA currently requires BF16"}
+        )
     if kv_dtype not in ("auto", "bfloat16"):
-        errors.append({"when": "load", "field": "engine.kv_cache_dtype",
-                       "message": "Qwen4Exp QSA requires a BF16 main KV cache"})
+        errors.append(
+            {"when": "load", "field": "engine.kv_cache_dtype", "message": "Qwen4Exp QSA requires a BF16 main KV cache"}
+        )
     if dcp > 1:
-        errors.append({"when": "load", "field": "engine.decode_context_parallel_size",
-                       "message": "Qwen4Exp QSA does not support context parallelism"})
+        errors.append(
+            {
+                "when": "load",
+                "field": "engine.decode_context_parallel_size",
+                "message": "Qwen4Exp QSA does not support context parallelism",
+            }
+        )
     if spec_method and spec_method not in ("mtp", "ngram", "ngram_gpu"):
-        errors.append({"when": "startup", "field": "engine.speculative_config.method", "message": "Qwen4Exp speculative decoding supports only its native "
-                                                     "MTP checkpoint and linear n-gram proposers"})
+        errors.append(
+            {
+                "when": "startup",
+                "field": "engine.speculative_config.method",
+                "message": "Qwen4Exp speculative decoding supports only its native "
+                "MTP checkpoint and linear n-gram proposers",
+            }
+        )
     ratio = text.get("indexer_compress_ratio")
     if not ratio or text.get("indexer_n_heads") is None:
         return
@@ -659,15 +746,25 @@ def _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base
     # _QSAStateCache.__init__ (model construction, before update_block_size_for_backend): the block at that
     # time (16 default or --block-size) must be divisible by indexer_compress_ratio.
     if base_block % ratio:
-        errors.append({"when": "load", "field": "engine.block_size", "message":
-                       "QSA cache block size must be divisible by the compression ratio"})
+        errors.append(
+            {
+                "when": "load",
+                "field": "engine.block_size",
+                "message": "QSA cache block size must be divisible by the compression ratio",
+            }
+        )
     # QSAKeyStateCache.get_kv_cache_spec (after alignment): ring capacity = ratio * cdiv(ratio + num_spec, ratio)
     # must divide the attention block (AssertionError), and joins the scheduler-block LCM (it divides it).
     capacity = ratio * cdiv(ratio + num_spec, ratio)
     steps.append(f"QSA ring capacity {capacity} (compress ratio {ratio}, {num_spec} spec) must divide {block}")
     if block % capacity:
-        errors.append({"when": "after_load", "field": "engine.speculative_config.num_speculative_tokens",
-                       "message": f"QSA ring capacity {capacity} must divide the attention block size {block}"})
+        errors.append(
+            {
+                "when": "after_load",
+                "field": "engine.speculative_config.num_speculative_tokens",
+                "message": f"QSA ring capacity {capacity} must divide the attention block size {block}",
+            }
+        )
 
 
 def _retention(result, engine, steps, errors):
@@ -687,26 +784,42 @@ def _retention(result, engine, steps, errors):
         out.update(ok=False, error="prefix_cache_retention_interval: Input should be greater than or equal to 0")
     elif not result["has_mamba_or_sliding_window"]:
         if value != 0:
-            out.update(ok=False, error=(
-                "prefix_cache_retention_interval is set but this model has "
-                "no sliding-window or Mamba KV cache group, so retention has no "
-                "effect. Set it to 0 (it only applies to sliding-window and Mamba "
-                "attention)."))
+            out.update(
+                ok=False,
+                error=(
+                    "prefix_cache_retention_interval is set but this model has "
+                    "no sliding-window or Mamba KV cache group, so retention has no "
+                    "effect. Set it to 0 (it only applies to sliding-window and Mamba "
+                    "attention)."
+                ),
+            )
     elif value % result["scheduler_block"]:
         step = result["scheduler_block"]
-        out.update(ok=False, error=(
-            f"prefix_cache_retention_interval ({value}) "
-            "must be non-negative and a multiple of scheduler_block_size "
-            f"({step})."))
+        out.update(
+            ok=False,
+            error=(
+                f"prefix_cache_retention_interval ({value}) "
+                "must be non-negative and a multiple of scheduler_block_size "
+                f"({step})."
+            ),
+        )
         lower = value // step * step
         out["nearest_valid"] = [v for v in (lower, lower + step) if v > 0]
     if out["error"]:
         # type / sign errors are pydantic errors at config time; the rest fire after the load.
         at_config = isinstance(value, bool) or not isinstance(value, int) or value < 0
-        errors.append({"when": "startup" if at_config else "after_load",
-                       "field": "engine.prefix_cache_retention_interval", "message": out["error"]})
+        errors.append(
+            {
+                "when": "startup" if at_config else "after_load",
+                "field": "engine.prefix_cache_retention_interval",
+                "message": out["error"],
+            }
+        )
         steps.append(f"retention {value}: REJECTED -- {out['error']}")
     elif value is not None:
-        steps.append(f"retention {value}: ok (multiple of scheduler block {result['scheduler_block']})"
-                     if value else "retention 0: key checkpoints only (always accepted)")
+        steps.append(
+            f"retention {value}: ok (multiple of scheduler block {result['scheduler_block']})"
+            if value
+            else "retention 0: key checkpoints only (always accepted)"
+        )
     result["retention"] = out

@@ -60,8 +60,9 @@ def read_metrics(url, api_key, timeout_s):
 
 def _carries_token(delta):
     # Reasoning text is generated output too: a reasoning model's first token is a reasoning token.
-    return bool(delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content")
-                or delta.get("tool_calls"))
+    return bool(
+        delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or delta.get("tool_calls")
+    )
 
 
 def stream_chat(url, model, planned, api_key, timeout_s):
@@ -73,16 +74,31 @@ def stream_chat(url, model, planned, api_key, timeout_s):
     argument text), and error for an HTTP or in-stream error.
     Raises ServerUnreachable when the server does not answer or stops answering.
     """
-    body = {"model": model, "messages": planned["messages"], "max_tokens": planned["max_tokens"],
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "messages": planned["messages"],
+        "max_tokens": planned["max_tokens"],
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     for key in OPTIONAL_BODY_KEYS:
         if key in planned:
             body[key] = planned[key]
-    measurement = {"name": planned["name"], "kind": planned["kind"], "ttft_s": None, "last_token_s": None,
-                   "prompt_tokens": None, "completion_tokens": None, "cached_tokens": None,
-                   "finish_reason": None, "tool_calls": []}
-    request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers=_headers(api_key))
+    measurement = {
+        "name": planned["name"],
+        "kind": planned["kind"],
+        "ttft_s": None,
+        "last_token_s": None,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "cached_tokens": None,
+        "finish_reason": None,
+        "tool_calls": [],
+    }
+    request = urllib.request.Request(
+        f"{url}/v1/chat/completions", data=json.dumps(body).encode(), headers=_headers(api_key)
+    )
     calls = {}
     started = time.monotonic()
     try:
@@ -91,7 +107,7 @@ def stream_chat(url, model, planned, api_key, timeout_s):
                 line = raw.decode("utf-8", "replace").strip()
                 if not line.startswith("data:"):
                     continue
-                data = line[len("data:"):].strip()
+                data = line[len("data:") :].strip()
                 if data == "[DONE]":
                     break
                 now = time.monotonic() - started
@@ -104,9 +120,11 @@ def stream_chat(url, model, planned, api_key, timeout_s):
                 usage = chunk.get("usage")
                 if usage:
                     details = usage.get("prompt_tokens_details") or {}
-                    measurement.update(prompt_tokens=usage.get("prompt_tokens"),
-                                       completion_tokens=usage.get("completion_tokens"),
-                                       cached_tokens=details.get("cached_tokens"))
+                    measurement.update(
+                        prompt_tokens=usage.get("prompt_tokens"),
+                        completion_tokens=usage.get("completion_tokens"),
+                        cached_tokens=details.get("cached_tokens"),
+                    )
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     if _carries_token(delta):
@@ -122,8 +140,9 @@ def stream_chat(url, model, planned, api_key, timeout_s):
     except urllib.error.HTTPError as err:
         measurement["error"] = _http_error_text(err)
     except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
-        raise ServerUnreachable(f"{planned['name']}: POST {url}/v1/chat/completions: "
-                                f"{getattr(err, 'reason', err)}") from err
+        raise ServerUnreachable(
+            f"{planned['name']}: POST {url}/v1/chat/completions: {getattr(err, 'reason', err)}"
+        ) from err
     except ValueError as err:
         measurement["error"] = f"unreadable stream chunk: {err}"
     measurement["tool_calls"] = [calls[index] for index in sorted(calls)]

@@ -39,8 +39,12 @@ def _collect(body, names, prefix):
         elif isinstance(node, (ast.Import, ast.ImportFrom)) and not prefix:
             names.update(alias.asname or alias.name.split(".")[0] for alias in node.names if alias.name != "*")
         elif isinstance(node, (ast.If, ast.Try, ast.With)):  # `if TYPE_CHECKING:`, try/except imports
-            for block in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
-                          *[handler.body for handler in getattr(node, "handlers", [])]):
+            for block in (
+                node.body,
+                getattr(node, "orelse", []),
+                getattr(node, "finalbody", []),
+                *[handler.body for handler in getattr(node, "handlers", [])],
+            ):
                 _collect(block, names, prefix)
 
 
@@ -57,13 +61,17 @@ def check_overlay(index, src, dest, overlay_source, image_source):
     field = f"overlays[{index}]"
     where = f"{src} -> {dest}"
     if image_source is None:
-        return [f"{field} ({where}): the image has no file at {dest}; rule: an overlay must replace a file the "
-                f"pinned image ships (this one targets another engine version or a mistyped path)"], []
+        return [
+            f"{field} ({where}): the image has no file at {dest}; rule: an overlay must replace a file the "
+            f"pinned image ships (this one targets another engine version or a mistyped path)"
+        ], []
     try:
         overlay_names = defined_names(overlay_source, src)
     except SyntaxError as error:
-        return [f"{field} ({where}): does not parse: {error.msg} at line {error.lineno}; rule: an overlay must "
-                f"be valid Python"], []
+        return [
+            f"{field} ({where}): does not parse: {error.msg} at line {error.lineno}; rule: an overlay must "
+            f"be valid Python"
+        ], []
     try:
         image_names = defined_names(image_source, dest)
     except SyntaxError:
@@ -71,10 +79,12 @@ def check_overlay(index, src, dest, overlay_source, image_source):
     errors, notes = [], []
     missing = sorted(image_names - overlay_names)
     if missing:
-        errors.append(f"{field} ({where}): lacks {len(missing)} name(s) the image's file defines: "
-                      f"{', '.join(missing)}; rule: an overlay must keep every top-level name and class member "
-                      f"of the file it replaces (the engine's other modules still use them) -- rebase the "
-                      f"overlay on the image's file")
+        errors.append(
+            f"{field} ({where}): lacks {len(missing)} name(s) the image's file defines: "
+            f"{', '.join(missing)}; rule: an overlay must keep every top-level name and class member "
+            f"of the file it replaces (the engine's other modules still use them) -- rebase the "
+            f"overlay on the image's file"
+        )
     if same_code(overlay_source, image_source):
         notes.append(f"{field} ({where}): obsolete, the image already ships this code; remove it from the profile")
     return errors, notes

@@ -10,12 +10,22 @@ import re
 STAGES = [
     ("container started", None),
     ("waiting for ranks", re.compile(r"world_size=\d+ rank=\d+|distributed_init_method=|Waiting for .*clients")),
-    ("ranks joined", re.compile(r"rank \d+ in world size \d+|Initializing a V1 LLM engine|init engine|"
-                                r"Starting to load model|ranks? joined")),
+    (
+        "ranks joined",
+        re.compile(
+            r"rank \d+ in world size \d+|Initializing a V1 LLM engine|init engine|"
+            r"Starting to load model|ranks? joined"
+        ),
+    ),
     ("loading weights", re.compile(r"Starting to load model|Loading weights|Loading model")),
     ("weights loaded", re.compile(r"Loading weights took|Model loading took|Loading model weights took")),
-    ("compiling/capturing", re.compile(r"Capturing CUDA graph|torch\.compile|Compiling a graph|"
-                                       r"KV cache|GPU KV cache size|CPU KV cache size|num_gpu_blocks")),
+    (
+        "compiling/capturing",
+        re.compile(
+            r"Capturing CUDA graph|torch\.compile|Compiling a graph|"
+            r"KV cache|GPU KV cache size|CPU KV cache size|num_gpu_blocks"
+        ),
+    ),
     ("serving", re.compile(r"Starting vLLM API server|Application startup complete|Uvicorn running")),
 ]
 
@@ -56,8 +66,11 @@ def failure_reason(lines, context=60):
     if found is None:
         return None
     number, line = found
-    causes = [match.group(0) for entry in lines[number:number + context]
-              if (match := re.search(r"\b\w+(Error|Exception): .*", entry))]
+    causes = [
+        match.group(0)
+        for entry in lines[number : number + context]
+        if (match := re.search(r"\b\w+(Error|Exception): .*", entry))
+    ]
     return f"{line}" + (f" -- {causes[-1].strip()}" if causes else "")
 
 

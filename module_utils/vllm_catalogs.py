@@ -27,5 +27,6 @@ def catalog_for(version):
     if module is None:
         raise ValueError(
             f"no flag catalog for vLLM {version}; supported series: {', '.join(sorted(CATALOGS))} "
-            "(generate one with tools/gen_flag_catalogs.sh)")
+            "(generate one with tools/gen_flag_catalogs.sh)"
+        )
     return {"ENGINE_VERSION": module.ENGINE_VERSION, "FLAGS": module.FLAGS}

@@ -62,14 +62,35 @@ MAX_STUBS = 10
 # without them. distributed_timeout_seconds is reported when absent, not required.
 OPTIONAL_CHECKED_FLAGS = ["distributed_timeout_seconds"]
 REQUIRED_FLAGS = [
-    "tensor_parallel_size", "enable_prefix_caching", "speculative_config",
-    "mamba_ssm_cache_dtype", "mamba_cache_dtype", "mamba_cache_mode", "mamba_block_size",
-    "kv_cache_dtype", "block_size", "prefix_cache_retention_interval",
-    "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-    "compilation_config", "enforce_eager", "nnodes", "node_rank", "master_addr",
-    "headless", "enable_prompt_tokens_details", "enable_auto_tool_choice",
-    "tool_call_parser", "reasoning_parser", "api_key", "port", "host",
-    "served_model_name", "long_prefill_token_threshold",
+    "tensor_parallel_size",
+    "enable_prefix_caching",
+    "speculative_config",
+    "mamba_ssm_cache_dtype",
+    "mamba_cache_dtype",
+    "mamba_cache_mode",
+    "mamba_block_size",
+    "kv_cache_dtype",
+    "block_size",
+    "prefix_cache_retention_interval",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "compilation_config",
+    "enforce_eager",
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "headless",
+    "enable_prompt_tokens_details",
+    "enable_auto_tool_choice",
+    "tool_call_parser",
+    "reasoning_parser",
+    "api_key",
+    "port",
+    "host",
+    "served_model_name",
+    "long_prefill_token_threshold",
 ]
 
 
@@ -86,10 +107,10 @@ class _Placeholder:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def __call__(self, *args: Any, **kwargs: Any) -> "_Placeholder":
+    def __call__(self, *args: Any, **kwargs: Any) -> _Placeholder:
         return _Placeholder()
 
-    def __getattr__(self, name: str) -> "_Placeholder":
+    def __getattr__(self, name: str) -> _Placeholder:
         return _Placeholder()
 
 
@@ -308,9 +329,7 @@ def config_fields(cls: type) -> list[str]:
     return sorted(getattr(cls, "model_fields", {}))
 
 
-def config_choices(
-    cls: type, top_level: set[type]
-) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def config_choices(cls: type, top_level: set[type]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """(json_choices, json_nested_keys) for fields typed as Literal / Enum / config class.
 
     Enum choices are member names (vLLM's validators parse strings by name, e.g.
@@ -428,8 +447,10 @@ def catalog_action(
         entry["known_values"] = [_choice_str(m) for m in action.metavar]
     if _jsonable(action.default):
         entry["default"] = _plain(action.default)
-    if action.const is not None and _jsonable(action.const) and not isinstance(
-        action, (argparse._StoreTrueAction, argparse._StoreFalseAction)
+    if (
+        action.const is not None
+        and _jsonable(action.const)
+        and not isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
     ):
         entry["const"] = _plain(action.const)
     hidden = sorted(set(registered) - visible)
@@ -437,9 +458,7 @@ def catalog_action(
         entry["hidden"] = hidden
     if action.help == argparse.SUPPRESS:
         entry["help_suppressed"] = True
-    deprecated = getattr(action, "deprecated", False) or action in getattr(
-        parser, "_deprecated", ()
-    )
+    deprecated = getattr(action, "deprecated", False) or action in getattr(parser, "_deprecated", ())
     if deprecated:
         entry["deprecated"] = True
     if action.required:
@@ -573,8 +592,13 @@ def _fmt(val: Any, indent: int, width: int = 110) -> str:
         items = [pad + _fmt(v, indent + 4, width) + "," for v in val]
     else:
         items = [pad + _lit(k) + ": " + _fmt(v, indent + 4, width) + "," for k, v in val.items()]
-    return ("[" if isinstance(val, list) else "{") + "\n" + "\n".join(items) + "\n" + " " * indent + (
-        "]" if isinstance(val, list) else "}"
+    return (
+        ("[" if isinstance(val, list) else "{")
+        + "\n"
+        + "\n".join(items)
+        + "\n"
+        + " " * indent
+        + ("]" if isinstance(val, list) else "}")
     )
 
 
@@ -641,8 +665,11 @@ def main() -> int:
     ap.add_argument("--version", required=True, help="vLLM version the catalog is for, e.g. 0.33.0")
     ap.add_argument("--vllm-src", help="directory containing an unpacked wheel's vllm/ package")
     ap.add_argument("--out", required=True, help="output .py file")
-    ap.add_argument("--allow-version-mismatch", action="store_true",
-                    help="do not fail when vllm.__version__ does not start with --version")
+    ap.add_argument(
+        "--allow-version-mismatch",
+        action="store_true",
+        help="do not fail when vllm.__version__ does not start with --version",
+    )
     args = ap.parse_args()
 
     stubs = _prepare_environment(args.vllm_src)
@@ -662,8 +689,10 @@ def main() -> int:
     if problems:
         log("ERROR: catalog disagrees with the parser:\n  " + "\n  ".join(problems))
         return 3
-    log(f"self-check: every boolean spelling parses to the catalogued value "
-        f"({sum(len(e['options']) + len(e['negatives']) for e in flags.values() if e['kind'] == 'bool')} spellings)")
+    log(
+        f"self-check: every boolean spelling parses to the catalogued value "
+        f"({sum(len(e['options']) + len(e['negatives']) for e in flags.values() if e['kind'] == 'bool')} spellings)"
+    )
     missing = [f for f in REQUIRED_FLAGS if f not in flags]
     if missing:
         log(f"ERROR: flags the project needs are missing from {args.version}: {', '.join(missing)}")

@@ -22,8 +22,14 @@ def main():
     print("|---|---|---|")
     for run in range(1, runs + 1):
         started = time.monotonic()
-        proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "site.yml",
-                               "--tags", "prepare"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(
+            [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "site.yml", "--tags", "prepare"],
+            cwd=ROOT,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         seconds = time.monotonic() - started
         if proc.returncode != 0:
             raise SystemExit(proc.stdout[-3000:])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.testbed import service_faults as sf  # noqa: E402
+from tests.testbed import service_faults as sf
 
 
 def main():
@@ -25,10 +25,12 @@ def main():
     noop = sf.noop_rerun()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for label, scenario in [("(a) worker killed during start", sf.kill_worker_during_start),
-                                ("(b) worker cannot start", lambda: sf.worker_cannot_start(Path(folder))),
-                                ("(b) wrong master address, refused before the start", sf.wrong_master_address),
-                                ("(d) worker killed after ready", sf.kill_worker_after_ready)]:
+        for label, scenario in [
+            ("(a) worker killed during start", sf.kill_worker_during_start),
+            ("(b) worker cannot start", lambda: sf.worker_cannot_start(Path(folder))),
+            ("(b) wrong master address, refused before the start", sf.wrong_master_address),
+            ("(d) worker killed after ready", sf.kill_worker_after_ready),
+        ]:
             sf.ensure_serving()
             result = scenario()
             rows.append((label, result["seconds"], result["rc"]))
@@ -40,8 +42,10 @@ def main():
         if seconds is None:
             print(f"| {label} | not detected | - | - | {rc} |")
             continue
-        print(f"| {label} | {seconds:.1f} | {seconds / sf.GLOO_TIMEOUT_S:.4f} | {seconds / sf.NCCL_TIMEOUT_S:.4f} "
-              f"| {rc} |")
+        print(
+            f"| {label} | {seconds:.1f} | {seconds / sf.GLOO_TIMEOUT_S:.4f} | {seconds / sf.NCCL_TIMEOUT_S:.4f} "
+            f"| {rc} |"
+        )
     print("\n| no-op rerun (site.yml --tags deploy) | wall (s) | changed | containers restarted |")
     print("|---|---|---|---|")
     print(f"| pair | {noop['seconds']:.1f} | {noop['changed']} | {noop['restarts']} |")

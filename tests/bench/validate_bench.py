@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.playbook.test_validate_playbook import local_inventory  # noqa: E402
-from tests.profiles import profiles, vllm_args_params  # noqa: E402
+from tests.playbook.test_validate_playbook import local_inventory
+from tests.profiles import profiles, vllm_args_params
 
 BIN = Path(sys.executable).parent
 SEED_LOAD_S = (540, 600)  # seed 000: a full cold start takes 9-10 minutes
@@ -42,9 +42,24 @@ def module_seconds(name, prof):
         params.pop("tuned_config_files")
         params["model_config"] = str(ROOT / prof["model"]["config"])
         params = {k: v for k, v in params.items() if v is not None}
-        total += timed([str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-M", "library",
-                        "-m", "vllm_args", "-e", f"ansible_python_interpreter={sys.executable}",
-                        "-a", json.dumps(params)])
+        total += timed(
+            [
+                str(BIN / "ansible"),
+                "localhost",
+                "-c",
+                "local",
+                "-i",
+                "localhost,",
+                "-M",
+                "library",
+                "-m",
+                "vllm_args",
+                "-e",
+                f"ansible_python_interpreter={sys.executable}",
+                "-a",
+                json.dumps(params),
+            ]
+        )
     return total
 
 
@@ -68,8 +83,19 @@ def rules_seconds(name):
 def playbook_seconds(name):
     with tempfile.TemporaryDirectory() as tmp:
         inv = local_inventory(Path(tmp), name)
-        return timed([str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(inv),
-                      "-e", f"spark_serve_controller_dir={tmp}/state"])
+        return timed(
+            [
+                str(BIN / "ansible-playbook"),
+                "site.yml",
+                "--check",
+                "--tags",
+                "validate",
+                "-i",
+                str(inv),
+                "-e",
+                f"spark_serve_controller_dir={tmp}/state",
+            ]
+        )
 
 
 def main():
@@ -84,8 +110,10 @@ def main():
         ratio = f"{SEED_LOAD_S[0] / rules_s:.0f}x-{SEED_LOAD_S[1] / rules_s:.0f}x"
         print(f"| {name} | {prof['nodes']} | {rules_s:.2f} | {module_s:.2f} | {playbook_s:.2f} | {ratio} |")
     verdict = "meets" if worst <= 2.0 else "MISSES"
-    print(f"\nslowest validation (schema + rules, all ranks, cold process): {worst:.2f} s, {verdict} the 2 s target; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nslowest validation (schema + rules, all ranks, cold process): {worst:.2f} s, {verdict} the 2 s target; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

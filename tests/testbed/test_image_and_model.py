@@ -81,15 +81,28 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
     mark = len(hub_log())
 
     # Phase 1: the download container is killed while the big file is in flight.
-    args = [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "molecule/hf_model/converge.yml",
-            "-e", "hf_model_download_attempts=1"]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH=f"{BIN}:{os.environ['PATH']}", SPARK_TESTBED_INSTANCE=INSTANCE, **ENV)
+    args = [
+        str(BIN / "ansible-playbook"),
+        "-i",
+        "inventories/testbed-pair",
+        "molecule/hf_model/converge.yml",
+        "-e",
+        "hf_model_download_attempts=1",
+    ]
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        PATH=f"{BIN}:{os.environ['PATH']}",
+        SPARK_TESTBED_INSTANCE=INSTANCE,
+        **ENV,
+    )
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240
         while not file_gets(hub_log(mark), "start") or not any(
-                e["file"] == BIG for e in file_gets(hub_log(mark), "start")):
+            e["file"] == BIG for e in file_gets(hub_log(mark), "start")
+        ):
             assert time.monotonic() < deadline and proc.poll() is None, "the big file's transfer never started"
             time.sleep(0.5)
         time.sleep(4)  # a few MB into the big file
@@ -121,15 +134,20 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
     # The killed process's partial file is not reused (huggingface_hub >= 1.x writes to a per-process temp
     # file); the in-process cut is continued from the last full chunk with a Range request.
     assert [(e["range"], e["status"], e["dropped"], e["complete"]) for e in big] == [
-        (None, 200, True, False), (f"bytes={CHUNK}-", 206, False, True)], big
+        (None, 200, True, False),
+        (f"bytes={CHUNK}-", 206, False, True),
+    ], big
     assert big[1]["bytes"] == 24 * 1024 * 1024 - CHUNK
     assert {e["client"] for e in phase1 + phase2} == {NODE_IPS[0]}, "node-1 must not download"
     assert "Copy the snapshot from the head over the fast link" in out
     print(f"\n[hf_model] resumed download + copy to node-1: {seconds:.0f} s")
 
     # Both nodes hold the hub's exact bytes.
-    want = {p.relative_to(HUB_REPO_DIR).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in HUB_REPO_DIR.rglob("*") if p.is_file()}
+    want = {
+        p.relative_to(HUB_REPO_DIR).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in HUB_REPO_DIR.rglob("*")
+        if p.is_file()
+    }
     for index in (0, 1):
         listing = sh(index, f"cd {SNAPSHOT} && find -L . -type f -exec sha256sum {{}} +")
         have = {line.split()[1][2:]: line.split()[0] for line in listing.splitlines() if line.strip()}
@@ -141,21 +159,23 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
 
 # ------------------------------------------------------------------------------------------------ (b)
 def test_node_with_another_digest_fails_before_any_pull(prepared, tmp_path):
-    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push", "--variant", "decoy"],
-                  timeout=1800)
+    rc, out = run(
+        [sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push", "--variant", "decoy"], timeout=1800
+    )
     assert rc == 0, out
     pinned = json.loads((STATE / "engine-image.json").read_text())
     decoy = json.loads((STATE / "engine-image-decoy.json").read_text())
     assert decoy["digest"] != pinned["digest"]
     override = tmp_path / "node-1-decoy.yml"
-    override.write_text(f"all:\n  hosts:\n    node-1:\n      spark_serve_image_digest: \"{decoy['digest']}\"\n")
+    override.write_text(f'all:\n  hosts:\n    node-1:\n      spark_serve_image_digest: "{decoy["digest"]}"\n')
     before = [sh(i, IMAGES) for i in (0, 1)]
 
-    rc, out = ansible("molecule/engine_image/converge.yml",
-                      inventories=("inventories/testbed-pair", str(override)))
+    rc, out = ansible("molecule/engine_image/converge.yml", inventories=("inventories/testbed-pair", str(override)))
     assert rc != 0, out[-3000:]
-    assert (f"node-1: engine image {pinned['name']}@{decoy['digest']} differs from "
-            f"{pinned['name']}@{pinned['digest']} on node-0") in out, out[-3000:]
+    assert (
+        f"node-1: engine image {pinned['name']}@{decoy['digest']} differs from "
+        f"{pinned['name']}@{pinned['digest']} on node-0"
+    ) in out, out[-3000:]
     assert f"expected digest {pinned['digest']}, actual {decoy['digest']}" in out
     assert "TASK [engine_image : Pull the engine image by digest]" not in out
     assert [sh(i, IMAGES) for i in (0, 1)] == before
@@ -163,18 +183,26 @@ def test_node_with_another_digest_fails_before_any_pull(prepared, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ (c)
-@pytest.mark.parametrize("name_suffix, digest, message", [
-    (":latest", "", "is a tag without a digest: tags are mutable"),
-    ("", "", "engine_image_digest is empty: the engine image is deployed by digest only"),
-    ("", "sha256:" + "0" * 64, "engine_image_digest is the all-zero placeholder"),
-    (":v1", "sha256:" + "a" * 64, "carries a tag: give the repository only"),
-    ("", "latest", "engine_image_digest 'latest' is not sha256:<64 lowercase hex>"),
-])
+@pytest.mark.parametrize(
+    "name_suffix, digest, message",
+    [
+        (":latest", "", "is a tag without a digest: tags are mutable"),
+        ("", "", "engine_image_digest is empty: the engine image is deployed by digest only"),
+        ("", "sha256:" + "0" * 64, "engine_image_digest is the all-zero placeholder"),
+        (":v1", "sha256:" + "a" * 64, "carries a tag: give the repository only"),
+        ("", "latest", "engine_image_digest 'latest' is not sha256:<64 lowercase hex>"),
+    ],
+)
 def test_reference_without_digest_is_refused(prepared, name_suffix, digest, message):
     pinned = json.loads((STATE / "engine-image.json").read_text())
     before = [sh(i, IMAGES) for i in (0, 1)]
-    rc, out = ansible("molecule/engine_image/converge.yml", "-e", f"engine_image_name={pinned['name']}{name_suffix}",
-                      "-e", f"engine_image_digest={digest}")
+    rc, out = ansible(
+        "molecule/engine_image/converge.yml",
+        "-e",
+        f"engine_image_name={pinned['name']}{name_suffix}",
+        "-e",
+        f"engine_image_digest={digest}",
+    )
     assert rc != 0, out[-3000:]
     for node in ("node-0", "node-1"):
         assert f"{node}: " in out and message in out, out[-3000:]
@@ -192,8 +220,9 @@ def test_model_pinned_to_a_branch_is_refused(prepared):
 
 # ------------------------------------------------------------------------------------------------ pruning
 def test_prune_never_removes_pinned_kept_or_used_images(prepared):
-    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push", "--variant", "decoy"],
-                  timeout=1800)
+    rc, out = run(
+        [sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push", "--variant", "decoy"], timeout=1800
+    )
     assert rc == 0, out
     pinned = json.loads((STATE / "engine-image.json").read_text())
     decoy = json.loads((STATE / "engine-image-decoy.json").read_text())
@@ -201,8 +230,11 @@ def test_prune_never_removes_pinned_kept_or_used_images(prepared):
     sh(0, f"docker pull -q {decoy_ref} && docker create --name prune-probe {decoy_ref} true")
 
     def converge(keep):
-        rc, out = ansible("molecule/engine_image/converge.yml", "-e",
-                          json.dumps({"engine_image_prune": True, "engine_image_keep_digests": keep}))
+        rc, out = ansible(
+            "molecule/engine_image/converge.yml",
+            "-e",
+            json.dumps({"engine_image_prune": True, "engine_image_keep_digests": keep}),
+        )
         assert rc == 0, out[-3000:]
         return sh(0, IMAGES)
 

@@ -15,8 +15,11 @@ SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.y
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_molecule_scenario(scenario, record_property):
     start = time.monotonic()
-    rc, out = run([str(BIN / "molecule"), "test", "-s", scenario], timeout=2400,
-                  env={"MOLECULE_NO_LOG": "false", "PY_COLORS": "0"})
+    rc, out = run(
+        [str(BIN / "molecule"), "test", "-s", scenario],
+        timeout=2400,
+        env={"MOLECULE_NO_LOG": "false", "PY_COLORS": "0"},
+    )
     seconds = time.monotonic() - start
     record_property("wall_seconds", round(seconds, 1))
     print(f"\n[molecule {scenario}] {'passed' if rc == 0 else 'FAILED'} in {seconds:.0f} s")

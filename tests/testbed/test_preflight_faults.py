@@ -54,8 +54,11 @@ def sh(index, command, timeout=300):
 
 def packages(index):
     """{package: (version, selection)} of the installed packages the tests touch."""
-    rc, out = node_exec(index, "dpkg-query -W -f '${Package} ${Version} ${db:Status-Status} ${db:Status-Want}\\n' "
-                               + " ".join(DRIVER_PACKAGES + BASELINE_PACKAGES))
+    rc, out = node_exec(
+        index,
+        "dpkg-query -W -f '${Package} ${Version} ${db:Status-Status} ${db:Status-Want}\\n' "
+        + " ".join(DRIVER_PACKAGES + BASELINE_PACKAGES),
+    )
     found = {}
     for line in out.splitlines():
         parts = line.split()
@@ -71,8 +74,11 @@ def install_deb(index, branch):
 def run_prepare_play(tmp_path):
     play = tmp_path / "prepare_nodes.yml"
     play.write_text(PREPARE_PLAY)
-    return run([str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", str(play)],
-               env={"ANSIBLE_ROLES_PATH": str(ROOT / "roles")}, timeout=900)
+    return run(
+        [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", str(play)],
+        env={"ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
+        timeout=900,
+    )
 
 
 def assert_failed_once_before_any_change(rc, out, before):
@@ -91,16 +97,20 @@ def dgx_nodes(testbed):
     found = {i: packages(i) for i in (0, 1)}
     dropin = {i: node_exec(i, f"test -e {LOGIND_DROPIN}")[0] == 0 for i in (0, 1)}
     dropin_dir = {i: node_exec(i, f"test -d {LOGIND_DROPIN.rsplit('/', 1)[0]}")[0] == 0 for i in (0, 1)}
-    rc, out = run([str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair",
-                   "molecule/shared/dgx_os.yml"], timeout=900)
+    rc, out = run(
+        [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "molecule/shared/dgx_os.yml"], timeout=900
+    )
     assert rc == 0, out
     yield
     for i in (0, 1):
         now = packages(i)
         for package, (version, selection) in found[i].items():
             if now.get(package, (None,))[0] != version:
-                sh(i, f"{APT_INSTALL} {package}={version} || "
-                      f"{APT_INSTALL} /tmp/{DEB['580' if '580' in package else '570']}")
+                sh(
+                    i,
+                    f"{APT_INSTALL} {package}={version} || "
+                    f"{APT_INSTALL} /tmp/{DEB['580' if '580' in package else '570']}",
+                )
             sh(i, f"echo '{package} {selection}' | dpkg --set-selections")
         added = [p for p in now if p not in found[i]]
         if added:
@@ -118,8 +128,10 @@ def test_wrong_driver_branch_on_one_node_fails_before_any_change(dgx_nodes, tmp_
         before = [node_exec(i, NODE_STATE)[1] for i in (0, 1)]
         rc, out = run_prepare_play(tmp_path)
         assert "node-1: driver 570.195.03 is not on branch 580 (nvidia-smi)" in out, out
-        assert ("node-0, node-1: driver version differs between the nodes: node-0 580.173.02, "
-                "node-1 570.195.03 (nvidia-smi)") in out, out
+        assert (
+            "node-0, node-1: driver version differs between the nodes: node-0 580.173.02, "
+            "node-1 570.195.03 (nvidia-smi)"
+        ) in out, out
         assert "node-0: driver" not in out, out
         assert "spark_preflight: 2 problem(s), nothing was changed on any node" in out, out
         assert_failed_once_before_any_change(rc, out, before)
@@ -136,10 +148,13 @@ def test_kernel_and_driver_mismatch_between_nodes_fails_before_any_change(dgx_no
         kernel = sh(0, "cat /proc/sys/kernel/osrelease").strip()
         before = [node_exec(i, NODE_STATE)[1] for i in (0, 1)]
         rc, out = run_prepare_play(tmp_path)
-        assert (f"node-0, node-1: kernel differs between the nodes: node-0 {kernel}, node-1 6.8.0-1030-nvidia "
-                "(/proc/sys/kernel/osrelease)") in out, out
-        assert ("node-0, node-1: driver version differs between the nodes: node-0 580.173.02, "
-                "node-1 580.95.05 (nvidia-smi)") in out, out
+        assert (
+            f"node-0, node-1: kernel differs between the nodes: node-0 {kernel}, node-1 6.8.0-1030-nvidia "
+            "(/proc/sys/kernel/osrelease)"
+        ) in out, out
+        assert (
+            "node-0, node-1: driver version differs between the nodes: node-0 580.173.02, node-1 580.95.05 (nvidia-smi)"
+        ) in out, out
         assert "is not on branch" not in out, out  # both drivers are on 580: only the mismatch is wrong
         assert "spark_preflight: 2 problem(s), nothing was changed on any node" in out, out
         assert_failed_once_before_any_change(rc, out, before)
@@ -158,10 +173,15 @@ def test_problems_on_both_nodes_are_listed_in_one_failure(dgx_nodes, tmp_path):
         sh(0, "for i in $(seq 50); do ss -Hltn 'sport = :8000' | grep -q . && exit 0; sleep 0.2; done; exit 1")
         before = [node_exec(i, NODE_STATE)[1] for i in (0, 1)]
         rc, out = run_prepare_play(tmp_path)
-        assert re.search(r"node-0: port 8000 is already in use by python3 pid \d+, not by the spark-serve engine "
-                         r"\(ss -ltnp\)", out), out
-        assert ("node-1: logind RemoveIPC=yes (systemd default), expected no: set RemoveIPC=no under [Login] in a "
-                ".conf file in /etc/systemd/logind.conf.d (logind.conf)") in out, out
+        assert re.search(
+            r"node-0: port 8000 is already in use by python3 pid \d+, not by the spark-serve engine "
+            r"\(ss -ltnp\)",
+            out,
+        ), out
+        assert (
+            "node-1: logind RemoveIPC=yes (systemd default), expected no: set RemoveIPC=no under [Login] in a "
+            ".conf file in /etc/systemd/logind.conf.d (logind.conf)"
+        ) in out, out
         assert "spark_preflight: 2 problem(s), nothing was changed on any node" in out, out
         assert_failed_once_before_any_change(rc, out, before)
     finally:

@@ -77,8 +77,9 @@ def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released):
     assert good["status"] == "passed"
     before = records()
     started = time.monotonic()
-    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"enable_prefix_caching":
-                                                                                          False}}}))
+    rc, out = sf.deploy(
+        "-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"enable_prefix_caching": False}}})
+    )
     print(f"\n[rejected deploy + automatic rollback] {time.monotonic() - started:.0f} s")
     assert rc != 0, "a rejected deploy must fail the run even after a successful rollback"
     assert "acceptance FAILED" in out and "hit ratio" in out, out[-4000:]

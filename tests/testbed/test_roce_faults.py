@@ -47,8 +47,9 @@ def converged(state):
 def reset_pair():
     """The link as `testbed.py up` leaves it: MTU 1500, no address, no netplan file."""
     for index in (0, 1):
-        rc, out = node_exec(index, f"ip addr flush dev {NETDEV} && ip link set dev {NETDEV} mtu 1500 up "
-                                   f"&& rm -f {NETPLAN}")
+        rc, out = node_exec(
+            index, f"ip addr flush dev {NETDEV} && ip link set dev {NETDEV} mtu 1500 up && rm -f {NETPLAN}"
+        )
         assert rc == 0, out
 
 
@@ -96,8 +97,10 @@ def test_down_rdma_port_fails_before_anything_changes(testbed, restore):
     finally:
         state_file.write_text(original)
     assert rc != 0, out[-3000:]
-    assert ('node-1: RDMA port rocep1s0f1/1 is DOWN (/opt/testbed/sys/class/infiniband/rocep1s0f1/ports/1/state'
-            ' = "1: DOWN"), expected ACTIVE') in out, out[-3000:]
+    assert (
+        "node-1: RDMA port rocep1s0f1/1 is DOWN (/opt/testbed/sys/class/infiniband/rocep1s0f1/ports/1/state"
+        ' = "1: DOWN"), expected ACTIVE'
+    ) in out, out[-3000:]
     assert "node-0: left unchanged because node-1 failed" in out
     assert "node-0: RDMA port" not in out
     assert "Converge the live netdev" not in out and "Write the netplan file" not in out
@@ -107,8 +110,14 @@ def test_down_rdma_port_fails_before_anything_changes(testbed, restore):
 def test_inputs_checked_across_nodes_before_anything_changes(converged_pair):
     """Every problem of every node in one run: an MTU that differs between the two ends and a missing twin."""
     per_host_mtu = '{"roce_network_mtu": "{{ 1500 if inventory_hostname == \'node-1\' else 9000 }}"}'
-    rc, out = playbook(CONVERGE, "inventories/testbed-pair", "-e", per_host_mtu,
-                       "-e", '{"roce_network_nccl_ib_hca_twins": ["roceP2p1s0f1:1"]}')
+    rc, out = playbook(
+        CONVERGE,
+        "inventories/testbed-pair",
+        "-e",
+        per_host_mtu,
+        "-e",
+        '{"roce_network_nccl_ib_hca_twins": ["roceP2p1s0f1:1"]}',
+    )
     assert rc != 0, out[-3000:]
     assert "node-0: roce_network_mtu 9000 differs from node-1's 1500" in out, out[-3000:]
     assert "node-1: roce_network_mtu 1500 differs from node-0's 9000" in out
@@ -125,11 +134,15 @@ def test_peer_mtu_1500_fails_the_df_ping(converged_pair):
     before = pair_state()
     rc, out = playbook(VERIFY)
     assert rc != 0, out[-3000:]
-    assert (f"node-0: DF ping at MTU 9000 (8972-byte payload, -M do) to node-1 {ADDRESS[1]} failed: "
-            "3 packets transmitted, 0 received") in out, out[-3000:]
+    assert (
+        f"node-0: DF ping at MTU 9000 (8972-byte payload, -M do) to node-1 {ADDRESS[1]} failed: "
+        "3 packets transmitted, 0 received"
+    ) in out, out[-3000:]
     assert "node-1: enp1s0f1np1 live MTU is 1500, expected 9000" in out
-    assert (f"node-1: DF ping at MTU 9000 (8972-byte payload, -M do) to node-0 {ADDRESS[0]} failed: "
-            "ping: sendmsg: Message too long") in out
+    assert (
+        f"node-1: DF ping at MTU 9000 (8972-byte payload, -M do) to node-0 {ADDRESS[0]} failed: "
+        "ping: sendmsg: Message too long"
+    ) in out
     assert pair_state() == before  # verification changes nothing
 
 

@@ -73,8 +73,10 @@ def test_status_reports_a_dead_worker_while_head_health_is_200(serving):
     rc, out = playbook("playbooks/status.yml")
     assert rc == 0, out[-3000:]
     result = sf.kill_worker_after_ready()
-    print(f"\n[dead worker after ready] status.yml reported it {result['seconds']:.1f} s after the kill "
-          f"(engine: never, /health stays 200)")
+    print(
+        f"\n[dead worker after ready] status.yml reported it {result['seconds']:.1f} s after the kill "
+        f"(engine: never, /health stays 200)"
+    )
     assert result["health"] == 200, "vLLM's /health should still say 200 with a dead worker (that is the point)"
     assert result["rc"] != 0
     assert "node-1 (rank 1): exited" in result["out"]
@@ -85,11 +87,17 @@ def test_status_reports_a_dead_worker_while_head_health_is_200(serving):
 def test_stale_containers_and_port_squatters_are_replaced(serving):
     image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())
     ref = f"{image['name']}@{image['digest']}"
-    node_exec(1, "docker rm -f spark-serve-rank1 >/dev/null 2>&1; "
-                 f"docker run -d --name spark-serve-rank1 --entrypoint sleep {ref} 600")
+    node_exec(
+        1,
+        "docker rm -f spark-serve-rank1 >/dev/null 2>&1; "
+        f"docker run -d --name spark-serve-rank1 --entrypoint sleep {ref} 600",
+    )
     # Another launcher's container on the head, holding the API port.
-    node_exec(0, "docker rm -f spark-serve-rank0 >/dev/null 2>&1; docker run -d --name old-launcher --network host "
-                 f"--entrypoint /opt/vllm/bin/python {ref} -m http.server 8000")
+    node_exec(
+        0,
+        "docker rm -f spark-serve-rank0 >/dev/null 2>&1; docker run -d --name old-launcher --network host "
+        f"--entrypoint /opt/vllm/bin/python {ref} -m http.server 8000",
+    )
     rc, out = sf.deploy()
     assert rc == 0, out[-6000:]
     assert "ready: /health 200" in out
@@ -104,8 +112,10 @@ def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(ser
     result = sf.kill_worker_during_start()
     out = result["out"]
     assert result["seconds"] is not None, out[-3000:]
-    print(f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
-          f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})")
+    print(
+        f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
+        f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
+    )
     assert result["rc"] != 0
     assert result["seconds"] < 10
     assert "rank 1 (node-1) failed first" in out
@@ -120,14 +130,17 @@ def test_stale_overlay_is_refused_before_the_running_service_is_touched(serving,
     stale_text, removed = sf.without_method(image_file, "Platform", "validate_environ")
     (tmp_path / "interface_stale.py").write_text(stale_text)
     (tmp_path / "interface_upstreamed.py").write_text("# our fix, merged upstream since\n" + image_file)
-    overlays = [{"src": str(tmp_path / "interface_stale.py"), "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"},
-                {"src": str(tmp_path / "interface_upstreamed.py"),
-                 "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"},
-                {"src": str(tmp_path / "interface_upstreamed.py"), "dest": f"{sf.IMAGE_VLLM}/platforms/gone.py"}]
+    overlays = [
+        {"src": str(tmp_path / "interface_stale.py"), "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"},
+        {"src": str(tmp_path / "interface_upstreamed.py"), "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"},
+        {"src": str(tmp_path / "interface_upstreamed.py"), "dest": f"{sf.IMAGE_VLLM}/platforms/gone.py"},
+    ]
     started = time.monotonic()
     rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": {"overlays": overlays}}))
-    print(f"\n[stale overlay] refused after {time.monotonic() - started:.1f} s (missing {removed}); "
-          "the running service was not touched")
+    print(
+        f"\n[stale overlay] refused after {time.monotonic() - started:.1f} s (missing {removed}); "
+        "the running service was not touched"
+    )
     assert rc != 0
     assert "2 overlay problem(s)" in out, out[-4000:]
     assert f"overlays[0] ({overlays[0]['src']} -> {overlays[0]['dest']}): lacks 1 name(s)" in out
@@ -154,8 +167,10 @@ def test_worker_that_cannot_start_is_found_in_seconds(serving, tmp_path):
     result = sf.worker_cannot_start(tmp_path)
     out = result["out"]
     assert result["seconds"] is not None, out[-4000:]
-    print(f"\n[worker cannot start] detected {result['seconds']:.1f} s after the worker exited (engine's own gloo "
-          f"timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})")
+    print(
+        f"\n[worker cannot start] detected {result['seconds']:.1f} s after the worker exited (engine's own gloo "
+        f"timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
+    )
     assert result["rc"] != 0
     assert result["seconds"] < 10
     assert "rank 1 (node-1) failed first" in out
@@ -175,14 +190,16 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
         record = {"tokens": 0, "done": False, "error": None, "finish_reason": None}
         streams.append(record)
         try:
-            with sf.post("/v1/chat/completions", sf.chat("count", max_tokens=1500, stream=True, ignore_eos=True),
-                         timeout=60) as response:
+            with sf.post(
+                "/v1/chat/completions", sf.chat("count", max_tokens=1500, stream=True, ignore_eos=True), timeout=60
+            ) as response:
                 for line in response:
                     if line.startswith(b"data: {"):
                         record["tokens"] += 1
                         choices = json.loads(line[6:]).get("choices") or []  # error chunks have none
-                        record["finish_reason"] = (choices[0].get("finish_reason") if choices else None) \
-                            or record["finish_reason"]
+                        record["finish_reason"] = (choices[0].get("finish_reason") if choices else None) or record[
+                            "finish_reason"
+                        ]
                     record["done"] |= line.strip() == b"data: [DONE]"
         except (OSError, urllib.error.URLError, ValueError) as error:
             record["error"] = repr(error)
@@ -202,10 +219,12 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     for client in clients:
         client.join(timeout=120)
     assert not any(client.is_alive() for client in clients), "a streaming client hung"
-    print(f"\n[restart with 2 streams in flight] site.yml deploy {seconds:.0f} s; streams ended "
-          f"{[round(s['ended'] - started, 1) for s in streams]} s into it after "
-          f"{[s['tokens'] for s in streams]} chunks (finish reason / error: "
-          f"{[s['error'] or s['finish_reason'] for s in streams]})")
+    print(
+        f"\n[restart with 2 streams in flight] site.yml deploy {seconds:.0f} s; streams ended "
+        f"{[round(s['ended'] - started, 1) for s in streams]} s into it after "
+        f"{[s['tokens'] for s in streams]} chunks (finish reason / error: "
+        f"{[s['error'] or s['finish_reason'] for s in streams]})"
+    )
     assert rc == 0, out[-6000:]
     assert "ready: /health 200 and all 2 rank(s) running" in out
     assert all(s["ended"] - started < seconds for s in streams), "a stream outlived the restart"
@@ -219,14 +238,19 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     assert secret not in out, "the key appeared in the playbook's output"
     # Everything the project writes on the controller (failed-start logs, rendered arguments, deployment records)
     # and on the nodes (records, compose project), except the head's 0600 secrets file itself.
-    written = [path for folder in (ROOT / ".spark-serve", ROOT / ".testbed" / sf.INSTANCE / "spark-serve")
-               for path in folder.rglob("*") if path.is_file()]
+    written = [
+        path
+        for folder in (ROOT / ".spark-serve", ROOT / ".testbed" / sf.INSTANCE / "spark-serve")
+        for path in folder.rglob("*")
+        if path.is_file()
+    ]
     assert any(path.parent.name == "records" for path in written), "the deploy wrote no record to check"
     for path in written:
         assert secret not in path.read_text(errors="replace"), f"the key was written to {path}"
     for index in range(2):
-        rc, hits = node_exec(index, f"grep -rls --exclude=secrets.env -e '{secret}' /etc/spark-serve "
-                                    "/var/lib/spark-serve/records; true")
+        rc, hits = node_exec(
+            index, f"grep -rls --exclude=secrets.env -e '{secret}' /etc/spark-serve /var/lib/spark-serve/records; true"
+        )
         assert hits.strip() == "", f"node-{index}: the key was written to {hits}"
     assert leaks == {}, leaks
     _, env_file = node_exec(0, "stat -c '%a %U' /etc/spark-serve/secrets.env")

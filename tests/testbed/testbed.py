@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import standins  # noqa: E402
+import standins
 
 # Several test beds can run side by side (SPARK_TESTBED_INSTANCE=0..11), each in its own /20 of 10.253.0.0/16:
 #   10.253.B.0/24    management network: .2 registry, .3 services (apt stand-in repo, model hub), .10+ nodes
@@ -48,16 +48,47 @@ REGISTRY_HOST_PORT = 5000 + INSTANCE
 HOST_DOCKERD_ARGS = ["--bip", "10.253.250.1/24", "--default-address-pool", "base=10.253.192.0/19,size=24"]
 SUITE = "trixie"  # Compose v2 (docker-compose 2.26) and docker.io 26, like DGX OS
 NODE_PACKAGES = [
-    "python3", "python3-apt", "openssh-server", "sudo", "docker.io", "docker-cli", "docker-compose", "docker-registry",
-    "iproute2", "iputils-ping", "rsync", "ca-certificates", "procps", "curl", "gnupg", "tini", "less",
+    "python3",
+    "python3-apt",
+    "openssh-server",
+    "sudo",
+    "docker.io",
+    "docker-cli",
+    "docker-compose",
+    "docker-registry",
+    "iproute2",
+    "iputils-ping",
+    "rsync",
+    "ca-certificates",
+    "procps",
+    "curl",
+    "gnupg",
+    "tini",
+    "less",
     "python3-docker",  # the Docker SDK community.docker's modules use on the node
 ]
 # `--privileged` fails here (no CAP_SYS_RESOURCE in the host's bounding set): emulate it.
 NODE_RUN_OPTS = [
-    "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
-    "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
-    "--device-cgroup-rule", "a *:* rwm", "--cgroupns", "host", "--tmpfs", "/run", "--tmpfs", "/tmp",
-    "--shm-size", "2g",
+    "--cap-add",
+    "ALL",
+    "--cap-drop",
+    "SYS_RESOURCE",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--security-opt",
+    "systempaths=unconfined",
+    "--device-cgroup-rule",
+    "a *:* rwm",
+    "--cgroupns",
+    "host",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/tmp",
+    "--shm-size",
+    "2g",
 ]
 # Debian's /etc/init.d/docker raises rlimits, which a node without CAP_SYS_RESOURCE cannot: let it go on.
 INIT_SCRIPT_PATCH = r"s/^\(\s*ulimit -[npu] [0-9a-z]*\)$/\1 2>\/dev\/null || true/"
@@ -70,8 +101,10 @@ def log(msg):
 def sh(args, check=True, capture=True, timeout=600, **kw):
     proc = subprocess.run(args, capture_output=capture, text=True, timeout=timeout, **kw)
     if check and proc.returncode != 0:
-        raise SystemExit(f"[testbed] {' '.join(map(str, args))} failed ({proc.returncode}):\n"
-                         f"{(proc.stdout or '')[-3000:]}{(proc.stderr or '')[-3000:]}")
+        raise SystemExit(
+            f"[testbed] {' '.join(map(str, args))} failed ({proc.returncode}):\n"
+            f"{(proc.stdout or '')[-3000:]}{(proc.stderr or '')[-3000:]}"
+        )
     return proc
 
 
@@ -130,22 +163,42 @@ def build_node_image():
         return tag
     log(f"building node image {tag} with debootstrap ({SUITE}); ~2-3 min once, cached by content")
     with tempfile.TemporaryDirectory(prefix="tb-rootfs-") as rootfs:
-        sh(["debootstrap", "--variant=minbase", f"--include={','.join(NODE_PACKAGES)}",
-            "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg", SUITE, rootfs, apt_mirror()],
-           timeout=1500)
+        sh(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(NODE_PACKAGES)}",
+                "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg",
+                SUITE,
+                rootfs,
+                apt_mirror(),
+            ],
+            timeout=1500,
+        )
         root = Path(rootfs)
         sh(["sed", "-i", INIT_SCRIPT_PATCH, str(root / "etc/init.d/docker")])
         shutil.copy(HERE / "node-entrypoint.sh", root / "usr/local/sbin/testbed-entrypoint")
         os.chmod(root / "usr/local/sbin/testbed-entrypoint", 0o755)
         (root / "etc/ssh/sshd_config.d/testbed.conf").write_text(
-            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n")
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
+        )
         for key in root.glob("etc/ssh/ssh_host_*"):
             key.unlink()  # every node generates its own host keys at start
         shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
         (root / "var/cache/apt/archives/partial").mkdir(parents=True)
         tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
-        sh(["docker", "import", "--change", 'ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/sbin/testbed-entrypoint"]',
-            "-", tag], stdin=tar.stdout, timeout=600)
+        sh(
+            [
+                "docker",
+                "import",
+                "--change",
+                'ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/sbin/testbed-entrypoint"]',
+                "-",
+                tag,
+            ],
+            stdin=tar.stdout,
+            timeout=600,
+        )
         tar.wait(timeout=60)
     return tag
 
@@ -154,8 +207,19 @@ def ensure_networks():
     if docker("network", "inspect", NETWORK, check=False).returncode != 0:
         docker("network", "create", "--label", f"{PREFIX}=1", "--subnet", SUBNET, "--gateway", GATEWAY, NETWORK)
     if docker("network", "inspect", FAST_NETWORK, check=False).returncode != 0:
-        docker("network", "create", "--label", f"{PREFIX}=1", "--subnet", FAST_SUBNET, "--gateway", FAST_GATEWAY,
-               "--opt", f"com.docker.network.driver.mtu={FAST_MTU}", FAST_NETWORK)
+        docker(
+            "network",
+            "create",
+            "--label",
+            f"{PREFIX}=1",
+            "--subnet",
+            FAST_SUBNET,
+            "--gateway",
+            FAST_GATEWAY,
+            "--opt",
+            f"com.docker.network.driver.mtu={FAST_MTU}",
+            FAST_NETWORK,
+        )
 
 
 def ssh_key():
@@ -197,13 +261,25 @@ def start_node(index, image, pubkey):
     sysfs = node_dir / "sys"
     shutil.rmtree(sysfs, ignore_errors=True)
     standins.rdma_sysfs_tree(sysfs, FAST_NETDEV, gid_address=fast_address(index))
-    run_container(name, image, [
-        "--hostname", f"node-{index}", "--ip", NODE_IPS[index], *NODE_RUN_OPTS,
-        "-v", f"{PREFIX}-node-{index}-docker:/var/lib/docker",
-        "-v", f"{sysfs}:/opt/testbed/sys",
-        "-e", f"TESTBED_AUTHORIZED_KEY={pubkey}",
-        "-e", f"TESTBED_DAEMON_JSON={json.dumps(inner_daemon_json(index), indent=2)}",
-    ])
+    run_container(
+        name,
+        image,
+        [
+            "--hostname",
+            f"node-{index}",
+            "--ip",
+            NODE_IPS[index],
+            *NODE_RUN_OPTS,
+            "-v",
+            f"{PREFIX}-node-{index}-docker:/var/lib/docker",
+            "-v",
+            f"{sysfs}:/opt/testbed/sys",
+            "-e",
+            f"TESTBED_AUTHORIZED_KEY={pubkey}",
+            "-e",
+            f"TESTBED_DAEMON_JSON={json.dumps(inner_daemon_json(index), indent=2)}",
+        ],
+    )
     attach_fast_link(name, index)
     return name
 
@@ -216,11 +292,14 @@ def attach_fast_link(name, index):
     """The CX-7 stand-in: a real link between the nodes under the CX-7 netdev name, left unconfigured
     (MTU 1500, no address) for roce_network to set up."""
     docker("network", "connect", "--ip", fast_address(index), FAST_NETWORK, name)
-    mac = docker("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{FAST_NETWORK}").MacAddress}}}}',
-                 name).stdout.strip()
-    script = (f'dev=$(ip -o link | awk -F": " \'/{mac}/ {{print $2}}\' | cut -d@ -f1); '
-              f'ip link set "$dev" down && ip link set "$dev" name {FAST_NETDEV} && '
-              f'ip addr flush dev {FAST_NETDEV} && ip link set {FAST_NETDEV} mtu 1500 up')
+    mac = docker(
+        "inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{FAST_NETWORK}").MacAddress}}}}', name
+    ).stdout.strip()
+    script = (
+        f"dev=$(ip -o link | awk -F\": \" '/{mac}/ {{print $2}}' | cut -d@ -f1); "
+        f'ip link set "$dev" down && ip link set "$dev" name {FAST_NETDEV} && '
+        f"ip addr flush dev {FAST_NETDEV} && ip link set {FAST_NETDEV} mtu 1500 up"
+    )
     docker("exec", name, "sh", "-c", script)
 
 
@@ -241,8 +320,11 @@ def ensure_hub_model():
     hub = STATE / "services" / "hub"
     hub.mkdir(parents=True, exist_ok=True)
     target = hub / HUB_REPO
-    recipe = content_tag((HERE / "tiny_model.py").read_bytes(),
-                         (ROOT / "tests/engine/models/tiny-llama/config.json").read_bytes(), HUB_RESUME_BLOB_MIB)
+    recipe = content_tag(
+        (HERE / "tiny_model.py").read_bytes(),
+        (ROOT / "tests/engine/models/tiny-llama/config.json").read_bytes(),
+        HUB_RESUME_BLOB_MIB,
+    )
     stamp = hub / f".{HUB_REPO.replace('/', '--')}.recipe"
     if stamp.exists() and stamp.read_text().strip() == recipe:
         return target
@@ -251,8 +333,10 @@ def ensure_hub_model():
         log(f"no {python.relative_to(ROOT)}: the model hub stand-in serves no model (run `make engine`)")
         return None
     shutil.rmtree(target, ignore_errors=True)
-    sh([str(python), str(HERE / "tiny_model.py"), str(target), "--resume-blob-mib", str(HUB_RESUME_BLOB_MIB)],
-       timeout=600)
+    sh(
+        [str(python), str(HERE / "tiny_model.py"), str(target), "--resume-blob-mib", str(HUB_RESUME_BLOB_MIB)],
+        timeout=600,
+    )
     stamp.write_text(recipe + "\n")
     return target
 
@@ -263,12 +347,28 @@ def start_services(image):
     apt = standins.build_apt_repo(STATE / "services" / "apt")
     ensure_hub_model()
     HUB_STATE.mkdir(parents=True, exist_ok=True)
-    hub = (f"python3 /opt/testbed/lib/hub_standin.py --root /srv/hub --port {HUB_PORT} "
-           "--log /var/lib/hub-standin/requests.jsonl --control /var/lib/hub-standin/control.json &")
-    run_container(f"{PREFIX}-services", image, [
-        "--ip", SERVICES_IP, "--init", "-v", f"{apt.parent}:/srv:ro", "-v", f"{HERE}:/opt/testbed/lib:ro",
-        "-v", f"{HUB_STATE}:/var/lib/hub-standin", "--entrypoint", "/bin/sh"],
-        ["-c", f"{hub} exec python3 -m http.server --directory /srv 80"])
+    hub = (
+        f"python3 /opt/testbed/lib/hub_standin.py --root /srv/hub --port {HUB_PORT} "
+        "--log /var/lib/hub-standin/requests.jsonl --control /var/lib/hub-standin/control.json &"
+    )
+    run_container(
+        f"{PREFIX}-services",
+        image,
+        [
+            "--ip",
+            SERVICES_IP,
+            "--init",
+            "-v",
+            f"{apt.parent}:/srv:ro",
+            "-v",
+            f"{HERE}:/opt/testbed/lib:ro",
+            "-v",
+            f"{HUB_STATE}:/var/lib/hub-standin",
+            "--entrypoint",
+            "/bin/sh",
+        ],
+        ["-c", f"{hub} exec python3 -m http.server --directory /srv 80"],
+    )
 
 
 def hub_ready():
@@ -289,15 +389,29 @@ def start_registry(image):
     STATE.mkdir(parents=True, exist_ok=True)
     config = STATE / "registry.yml"
     config.write_text(REGISTRY_CONFIG)
-    run_container(f"{PREFIX}-registry", image, [
-        "--ip", REGISTRY_IP, "-p", f"127.0.0.1:{REGISTRY_HOST_PORT}:5000", "-v", f"{PREFIX}-registry:/var/lib/docker-registry",
-        "-v", f"{config}:/etc/spark-testbed/registry.yml:ro", "--entrypoint", "/usr/bin/docker-registry"],
-        ["serve", "/etc/spark-testbed/registry.yml"])
+    run_container(
+        f"{PREFIX}-registry",
+        image,
+        [
+            "--ip",
+            REGISTRY_IP,
+            "-p",
+            f"127.0.0.1:{REGISTRY_HOST_PORT}:5000",
+            "-v",
+            f"{PREFIX}-registry:/var/lib/docker-registry",
+            "-v",
+            f"{config}:/etc/spark-testbed/registry.yml:ro",
+            "--entrypoint",
+            "/usr/bin/docker-registry",
+        ],
+        ["serve", "/etc/spark-testbed/registry.yml"],
+    )
 
 
 def node_ready(name):
-    probe = docker("exec", name, "sh", "-c", "docker info >/dev/null 2>&1 && pgrep -x sshd >/dev/null",
-                   check=False, timeout=30)
+    probe = docker(
+        "exec", name, "sh", "-c", "docker info >/dev/null 2>&1 && pgrep -x sshd >/dev/null", check=False, timeout=30
+    )
     return probe.returncode == 0
 
 
@@ -320,9 +434,11 @@ def up(nodes):
     else:  # a services container started before the hub stand-in existed: `down` and `up` to get it
         log(f"model hub stand-in not answering at {hub_url()}")
     (STATE / "image").write_text(image + "\n")
-    log(f"up (instance {INSTANCE}): {', '.join(f'{n} {NODE_IPS[i]}' for i, n in enumerate(names))}; "
+    log(
+        f"up (instance {INSTANCE}): {', '.join(f'{n} {NODE_IPS[i]}' for i, n in enumerate(names))}; "
         f"registry {REGISTRY} (127.0.0.1:{REGISTRY_HOST_PORT} from the host); services {SERVICES_IP} "
-        f"(apt :80, model hub :{HUB_PORT})")
+        f"(apt :80, model hub :{HUB_PORT})"
+    )
 
 
 def down(purge=False):
@@ -336,8 +452,11 @@ def down(purge=False):
     if purge:
         # Node volumes go (the next nodes start like fresh machines); the registry keeps its images, as a
         # real registry would, so the next test bed does not push the engine image again.
-        vols = [v for v in docker("volume", "ls", "-q").stdout.split()
-                if v.startswith(f"{PREFIX}-node-") or (purge == "all" and v.startswith(PREFIX))]
+        vols = [
+            v
+            for v in docker("volume", "ls", "-q").stdout.split()
+            if v.startswith(f"{PREFIX}-node-") or (purge == "all" and v.startswith(PREFIX))
+        ]
         if vols:
             docker("volume", "rm", *vols)
     log("down" + (f" (volumes purged: {purge})" if purge else ""))
@@ -354,8 +473,9 @@ def main():
     up_p.add_argument("--nodes", type=int, default=2, choices=[1, 2])
     down_p = sub.add_parser("down")
     down_p.add_argument("--purge", action="store_const", const="nodes", help="also remove the node volumes")
-    down_p.add_argument("--purge-all", dest="purge", action="store_const", const="all",
-                        help="also remove the registry volume")
+    down_p.add_argument(
+        "--purge-all", dest="purge", action="store_const", const="all", help="also remove the registry volume"
+    )
     sub.add_parser("status")
     args = parser.parse_args()
     if args.cmd == "up":

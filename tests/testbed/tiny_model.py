@@ -52,8 +52,13 @@ def train_tokenizer():
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=1024, min_frequency=2, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1024,
+        min_frequency=2,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(TEXT.splitlines() * 4, trainer=trainer)
     return tokenizer
 
@@ -104,18 +109,27 @@ def make(out_dir, resume_blob_mib=0):
     out.mkdir(parents=True, exist_ok=True)
     config = json.loads(CONFIG.read_text())
     (out / "config.json").write_bytes(CONFIG.read_bytes())
-    write_json(out / "generation_config.json", {"bos_token_id": config["bos_token_id"],
-                                                 "eos_token_id": config["eos_token_id"], "do_sample": False})
+    write_json(
+        out / "generation_config.json",
+        {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"], "do_sample": False},
+    )
     save_file(weights(config), str(out / "model.safetensors"), metadata={"format": "pt"})
     tokenizer = train_tokenizer()
     (out / "tokenizer.json").write_text(tokenizer.to_str(pretty=True) + "\n")
     special = {"bos_token": "<s>", "eos_token": "<|im_end|>", "pad_token": "<pad>"}
     write_json(out / "special_tokens_map.json", special)
-    write_json(out / "tokenizer_config.json", {
-        **special, "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 4096,
-        "chat_template": CHAT_TEMPLATE, "add_bos_token": False, "add_eos_token": False,
-        "clean_up_tokenization_spaces": False,
-    })
+    write_json(
+        out / "tokenizer_config.json",
+        {
+            **special,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": 4096,
+            "chat_template": CHAT_TEMPLATE,
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+        },
+    )
     if resume_blob_mib:
         resume_blob(out / "original" / "consolidated.bin", resume_blob_mib)
     files = sorted(p for p in out.rglob("*") if p.is_file())

@@ -9,7 +9,6 @@ import os
 import threading
 
 import pytest
-
 from acceptance import COUNTERS, WORDS, counter_deltas, evaluate, parse_metrics, request_plan, summarize
 from openai_client import ServerUnreachable, stream_chat
 
@@ -64,19 +63,27 @@ vllm:cache_config_info{block_size="128",cache_dtype="auto",note="a \\"quoted\\" 
 """
 
 # The same server after the gate: engine 0 took every request.
-METRICS_AFTER = (METRICS_BEFORE
-                 .replace('queries_total{engine="0",model_name="qwen {v2}"} 2816.0',
-                          'queries_total{engine="0",model_name="qwen {v2}"} 14816.0')
-                 .replace('hits_total{engine="0",model_name="qwen {v2}"} 1536.0',
-                          'hits_total{engine="0",model_name="qwen {v2}"} 9216.0')
-                 .replace('draft_tokens_total{engine="0",model_name="qwen {v2}"} 300.0',
-                          'draft_tokens_total{engine="0",model_name="qwen {v2}"} 900.0')
-                 .replace('accepted_tokens_total{engine="0",model_name="qwen {v2}"} 120.0',
-                          'accepted_tokens_total{engine="0",model_name="qwen {v2}"} 390.0'))
+METRICS_AFTER = (
+    METRICS_BEFORE.replace(
+        'queries_total{engine="0",model_name="qwen {v2}"} 2816.0',
+        'queries_total{engine="0",model_name="qwen {v2}"} 14816.0',
+    )
+    .replace(
+        'hits_total{engine="0",model_name="qwen {v2}"} 1536.0', 'hits_total{engine="0",model_name="qwen {v2}"} 9216.0'
+    )
+    .replace(
+        'draft_tokens_total{engine="0",model_name="qwen {v2}"} 300.0',
+        'draft_tokens_total{engine="0",model_name="qwen {v2}"} 900.0',
+    )
+    .replace(
+        'accepted_tokens_total{engine="0",model_name="qwen {v2}"} 120.0',
+        'accepted_tokens_total{engine="0",model_name="qwen {v2}"} 390.0',
+    )
+)
 
 
 def test_parse_metrics_sums_label_sets_and_skips_comments_created_and_non_numeric():
-    metrics = parse_metrics(METRICS_BEFORE + "vllm:broken_sample{engine=\"0\"} not-a-number\n")
+    metrics = parse_metrics(METRICS_BEFORE + 'vllm:broken_sample{engine="0"} not-a-number\n')
     assert metrics["vllm:prefix_cache_queries_total"] == 2816.0 + 1000.0
     assert metrics["vllm:prefix_cache_hits_total"] == 1536.0 + 512.0
     assert metrics["vllm:spec_decode_num_accepted_tokens_per_pos_total"] == 80.0 + 40.0
@@ -90,13 +97,19 @@ def test_parse_metrics_sums_label_sets_and_skips_comments_created_and_non_numeri
 
 def test_parse_metrics_reads_samples_without_labels_and_with_timestamps():
     assert parse_metrics("up 1\nprocess_cpu_seconds_total 12.5 1700000000000\n") == {
-        "up": 1.0, "process_cpu_seconds_total": 12.5}
+        "up": 1.0,
+        "process_cpu_seconds_total": 12.5,
+    }
 
 
 def test_counter_deltas_subtract_summed_counters():
     deltas = counter_deltas(parse_metrics(METRICS_BEFORE), parse_metrics(METRICS_AFTER))
-    assert deltas == {"prefix_cache_queries": 14816.0 - 2816.0, "prefix_cache_hits": 9216.0 - 1536.0,
-                      "spec_decode_draft_tokens": 900.0 - 300.0, "spec_decode_accepted_tokens": 390.0 - 120.0}
+    assert deltas == {
+        "prefix_cache_queries": 14816.0 - 2816.0,
+        "prefix_cache_hits": 9216.0 - 1536.0,
+        "spec_decode_draft_tokens": 900.0 - 300.0,
+        "spec_decode_accepted_tokens": 390.0 - 120.0,
+    }
 
 
 def test_counter_deltas_are_unknown_for_missing_or_reset_counters():
@@ -121,8 +134,16 @@ def common_prefix(a, b):
 def test_plan_order_kinds_and_sizes():
     plan = request_plan({"long_prompt_words": 300, "max_tokens": 8, "hit_ratio_min": 0.5}, "n0nce")
     assert [(e["name"], e["kind"]) for e in plan] == [
-        ("short", "short"), ("cold", "cold"), ("hot-1", "hot"), ("hot-2", "hot"), ("session-a", "session"),
-        ("session-b", "session"), ("revisit-a", "revisit"), ("revisit-b", "revisit"), ("tool-call", "tool")]
+        ("short", "short"),
+        ("cold", "cold"),
+        ("hot-1", "hot"),
+        ("hot-2", "hot"),
+        ("session-a", "session"),
+        ("session-b", "session"),
+        ("revisit-a", "revisit"),
+        ("revisit-b", "revisit"),
+        ("tool-call", "tool"),
+    ]
     assert {e["max_tokens"] for e in plan if e["kind"] != "tool"} == {8}
     body = texts(plan)["cold"].split("\n")[0]
     assert len(body.split()) == 300 + 3, "nonce, 'Document', 'C.' and the 300 words"
@@ -139,7 +160,7 @@ def test_plan_hot_and_revisits_repeat_their_text_and_sessions_share_no_long_pref
     shared_header = len(f"{nonce} Document ")
     distinct = [by_name["cold"], by_name["session-a"], by_name["session-b"]]
     for i, first in enumerate(distinct):
-        for second in distinct[i + 1:]:
+        for second in distinct[i + 1 :]:
             assert first != second
             assert common_prefix(first, second) <= shared_header, "only the nonce header may be shared"
             # and no long stretch further on either: the word sequences differ at most positions
@@ -155,7 +176,7 @@ def test_plan_is_deterministic_and_the_nonce_leads_the_text():
     for name in ("cold", "session-a", "session-b"):
         assert first[name].startswith("run-one ") and other[name].startswith("run-two ")
         assert common_prefix(first[name], other[name]) == len("run-")
-        assert first[name][len("run-one"):] == other[name][len("run-two"):], "only the nonce differs"
+        assert first[name][len("run-one") :] == other[name][len("run-two") :], "only the nonce differs"
 
 
 def test_plan_tool_call_forces_a_named_function_with_a_json_schema():
@@ -171,8 +192,17 @@ def test_words_are_64_distinct_so_a_byte_picks_without_bias():
 
 
 def measurement(name, kind, ttft, last, prompt, completion, cached, **extra):
-    row = dict(name=name, kind=kind, ttft_s=ttft, last_token_s=last, prompt_tokens=prompt,
-               completion_tokens=completion, cached_tokens=cached, finish_reason="length", tool_calls=[])
+    row = dict(
+        name=name,
+        kind=kind,
+        ttft_s=ttft,
+        last_token_s=last,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=cached,
+        finish_reason="length",
+        tool_calls=[],
+    )
     return dict(row, **extra)
 
 
@@ -188,8 +218,12 @@ MEASUREMENTS = [
     measurement("revisit-b", "revisit", 0.27, 1.77, 1495, 1, 1408),
     measurement("tool-call", "tool", 0.20, 0.60, 40, 9, 0, tool_calls=GOOD_TOOL),
 ]
-DELTAS = {"prefix_cache_queries": 12000.0, "prefix_cache_hits": 7680.0,
-          "spec_decode_draft_tokens": 600.0, "spec_decode_accepted_tokens": 270.0}
+DELTAS = {
+    "prefix_cache_queries": 12000.0,
+    "prefix_cache_hits": 7680.0,
+    "spec_decode_draft_tokens": 600.0,
+    "spec_decode_accepted_tokens": 270.0,
+}
 
 
 def test_summarize_per_request_figures():
@@ -201,8 +235,11 @@ def test_summarize_per_request_figures():
     assert rows["hot-1"]["hit_ratio"] == pytest.approx(1408 / 1500, abs=1e-4)
     assert rows["hot-2"]["hit_ratio"] == pytest.approx(1280 / 1500, abs=1e-4)
     assert rows["cold"]["hit_ratio"] == 0
-    assert (rows["hot-1"]["prompt_tokens"], rows["hot-1"]["completion_tokens"], rows["hot-1"]["cached_tokens"]) \
-        == (1500, 16, 1408)
+    assert (rows["hot-1"]["prompt_tokens"], rows["hot-1"]["completion_tokens"], rows["hot-1"]["cached_tokens"]) == (
+        1500,
+        16,
+        1408,
+    )
     assert rows["tool-call"]["tool_call_ok"] is True
 
 
@@ -220,10 +257,19 @@ def test_summarize_aggregates():
 
 
 def test_summarize_leaves_unmeasured_values_unknown():
-    bare = [measurement("hot-1", "hot", None, None, 1500, 0, None),
-            measurement("tool-call", "tool", None, None, 40, 16, 0)]
-    summary = summarize(bare, {"prefix_cache_queries": 0.0, "prefix_cache_hits": 0.0,
-                               "spec_decode_draft_tokens": None, "spec_decode_accepted_tokens": None})
+    bare = [
+        measurement("hot-1", "hot", None, None, 1500, 0, None),
+        measurement("tool-call", "tool", None, None, 40, 16, 0),
+    ]
+    summary = summarize(
+        bare,
+        {
+            "prefix_cache_queries": 0.0,
+            "prefix_cache_hits": 0.0,
+            "spec_decode_draft_tokens": None,
+            "spec_decode_accepted_tokens": None,
+        },
+    )
     assert summary["requests"][0]["hit_ratio"] is None and summary["hot_ttft_s"] is None
     assert summary["decode_tps"] is None and summary["metrics_hit_ratio"] is None
     assert summary["spec_decode_acceptance"] is None
@@ -233,8 +279,14 @@ def test_summarize_leaves_unmeasured_values_unknown():
 
 def test_evaluate_passes_when_every_threshold_holds():
     summary = summarize(MEASUREMENTS, DELTAS)
-    thresholds = {"hot_ttft_max_s": 0.5, "hit_ratio_min": 0.85, "decode_tps_min_ratio": 0.9,
-                  "spec_acceptance_min": 0.4, "long_prompt_words": 1200, "rollback": True}
+    thresholds = {
+        "hot_ttft_max_s": 0.5,
+        "hit_ratio_min": 0.85,
+        "decode_tps_min_ratio": 0.9,
+        "spec_acceptance_min": 0.4,
+        "long_prompt_words": 1200,
+        "rollback": True,
+    }
     assert evaluate(summary, thresholds, previous={"decode_tps": 10.5}) == (True, [])
     assert evaluate(summary, {}) == (True, [])
 
@@ -244,8 +296,12 @@ def test_evaluate_lists_every_failure_with_request_value_threshold_and_miss():
     measurements = [dict(m, tool_calls=broken_tool) if m["kind"] == "tool" else m for m in MEASUREMENTS]
     measurements[3] = measurement("hot-2", "hot", 0.90, 1.90, 1500, 16, 0)
     summary = summarize(measurements, DELTAS)
-    thresholds = {"hot_ttft_max_s": 0.29, "hit_ratio_min": 0.9, "decode_tps_min_ratio": 0.95,
-                  "spec_acceptance_min": 0.6}
+    thresholds = {
+        "hot_ttft_max_s": 0.29,
+        "hit_ratio_min": 0.9,
+        "decode_tps_min_ratio": 0.95,
+        "spec_acceptance_min": 0.6,
+    }
     passed, failures = evaluate(summary, thresholds, previous={"decode_tps": 20.0})
     median = summary["decode_tps"]
     assert median == pytest.approx(((15 / 1.5) + (15 / 1.5)) / 2, abs=0.01), "six at 10 tok/s, one 15, one 20"
@@ -264,13 +320,13 @@ def test_evaluate_lists_every_failure_with_request_value_threshold_and_miss():
 
 
 def test_evaluate_fails_unmeasured_values_and_failed_requests():
-    measurements = [measurement("hot-1", "hot", None, None, 1500, 0, None, error="HTTP 500 Internal Server Error"),
-                    measurement("hot-2", "hot", 0.2, 0.5, 1500, 4, None),
-                    measurement("tool-call", "tool", 0.2, 0.5, 40, 4, 0,
-                                tool_calls=[{"name": "other", "arguments": "{}"}])]
+    measurements = [
+        measurement("hot-1", "hot", None, None, 1500, 0, None, error="HTTP 500 Internal Server Error"),
+        measurement("hot-2", "hot", 0.2, 0.5, 1500, 4, None),
+        measurement("tool-call", "tool", 0.2, 0.5, 40, 4, 0, tool_calls=[{"name": "other", "arguments": "{}"}]),
+    ]
     summary = summarize(measurements, {"spec_decode_draft_tokens": None})
-    passed, failures = evaluate(summary, {"hit_ratio_min": 0.5, "spec_acceptance_min": 0.5},
-                                previous=None)
+    passed, failures = evaluate(summary, {"hit_ratio_min": 0.5, "spec_acceptance_min": 0.5}, previous=None)
     assert passed is False
     assert failures == [
         "hot-1: request failed: HTTP 500 Internal Server Error",
@@ -291,18 +347,41 @@ def test_evaluate_skips_the_decode_ratio_without_a_previous_summary():
 
 # --- module_utils/openai_client.py's stream reader against a fake OpenAI-compatible server -----------------
 
+
 def sse(*chunks):
     return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
 
 
 TOOL_STREAM = sse(
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
-    {"choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"ci'}}]}}]},
+    {
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"ci'},
+                        }
+                    ]
+                },
+            }
+        ]
+    },
     {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": 'ty": "Paris"}'}}]}}]},
     {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-    {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49,
-                              "prompt_tokens_details": {"cached_tokens": 32}}},
+    {
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 40,
+            "completion_tokens": 9,
+            "total_tokens": 49,
+            "prompt_tokens_details": {"cached_tokens": 32},
+        },
+    },
 )
 
 
@@ -311,7 +390,7 @@ def fake_server():
     seen = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 -- http.server's name
+        def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.headers.get("Authorization"), body))
             if body["max_tokens"] == 1:
@@ -352,5 +431,6 @@ def test_stream_chat_reports_http_errors_and_unreachable_servers(fake_server):
     result = stream_chat(url, "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 1}, None, 30)
     assert result["error"].startswith("HTTP 400 ")
     with pytest.raises(ServerUnreachable, match="short: POST http://127.0.0.1:9/v1/chat/completions"):
-        stream_chat("http://127.0.0.1:9", "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 4},
-                    None, 5)
+        stream_chat(
+            "http://127.0.0.1:9", "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 4}, None, 5
+        )

@@ -3,14 +3,34 @@
 import statistics
 
 import pytest
-
-from bench_report import (NOISE, QUESTION, compare, comparison_table, decode_tps, markdown_table, newest_run_of, plan,
-                          problems, rows)
+from bench_report import (
+    NOISE,
+    QUESTION,
+    compare,
+    comparison_table,
+    decode_tps,
+    markdown_table,
+    newest_run_of,
+    plan,
+    problems,
+    rows,
+)
 
 
 def measured(name, kind, words, ttft, last, prompt=1300, completion=64, cached=0, **extra):
-    return dict({"name": name, "kind": kind, "input_words": words, "ttft_s": ttft, "last_token_s": last,
-                 "prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached}, **extra)
+    return dict(
+        {
+            "name": name,
+            "kind": kind,
+            "input_words": words,
+            "ttft_s": ttft,
+            "last_token_s": last,
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "cached_tokens": cached,
+        },
+        **extra,
+    )
 
 
 # Two lengths as a run sends them; the warm-ups carry figures that would change every row if they were counted.
@@ -29,12 +49,18 @@ RUN = [
 def test_plan_sends_warmup_cold_then_the_identical_prompt_twice_per_length():
     requests = plan([1000, 4000], 64, "n0nce")
     assert [(r["name"], r["kind"], r["input_words"]) for r in requests] == [
-        ("warmup-1000", "warmup", 1000), ("cold-1000", "cold", 1000), ("hot-1-1000", "hot", 1000),
-        ("hot-2-1000", "hot", 1000), ("warmup-4000", "warmup", 4000), ("cold-4000", "cold", 4000),
-        ("hot-1-4000", "hot", 4000), ("hot-2-4000", "hot", 4000)]
+        ("warmup-1000", "warmup", 1000),
+        ("cold-1000", "cold", 1000),
+        ("hot-1-1000", "hot", 1000),
+        ("hot-2-1000", "hot", 1000),
+        ("warmup-4000", "warmup", 4000),
+        ("cold-4000", "cold", 4000),
+        ("hot-1-4000", "hot", 4000),
+        ("hot-2-4000", "hot", 4000),
+    ]
     assert all(r["max_tokens"] == 64 and r["ignore_eos"] is True for r in requests)
     for start in (0, 4):
-        warmup, cold, hot_1, hot_2 = (r["messages"][0]["content"] for r in requests[start:start + 4])
+        warmup, cold, hot_1, hot_2 = (r["messages"][0]["content"] for r in requests[start : start + 4])
         assert cold == hot_1 == hot_2
         assert cold.startswith(f"n0nce-{requests[start]['input_words']}\n") and cold.endswith(QUESTION)
         assert not warmup.startswith("n0nce") and len(warmup.split()) < 40
@@ -74,33 +100,44 @@ def test_rows_are_computed_from_the_cold_and_hot_measurements_only():
 
 
 def test_rows_use_what_the_failed_requests_left_and_none_when_nothing_was_measured():
-    failed = {"ttft_s": None, "last_token_s": None, "prompt_tokens": None, "completion_tokens": None,
-              "cached_tokens": None, "error": "HTTP 400 Bad Request"}
-    run = [dict(m, **failed) if m["name"] in ("hot-2-1000", "cold-4000", "hot-1-4000", "hot-2-4000") else m
-           for m in RUN]
+    failed = {
+        "ttft_s": None,
+        "last_token_s": None,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "cached_tokens": None,
+        "error": "HTTP 400 Bad Request",
+    }
+    run = [
+        dict(m, **failed) if m["name"] in ("hot-2-1000", "cold-4000", "hot-1-4000", "hot-2-4000") else m for m in RUN
+    ]
     first, second = rows(run)
     hot_1 = RUN[2]
     assert first["hot_ttft_s"] == hot_1["ttft_s"] and first["hot_cached_tokens"] == hot_1["cached_tokens"]
-    assert first["decode_tps"] == pytest.approx(statistics.mean(
-        [63 / (m["last_token_s"] - m["ttft_s"]) for m in (RUN[1], hot_1)]))
-    assert {key: second[key] for key in ("prompt_tokens", "cold_ttft_s", "hot_ttft_s", "hot_cached_tokens",
-                                         "decode_tps")} == dict.fromkeys(
-        ("prompt_tokens", "cold_ttft_s", "hot_ttft_s", "hot_cached_tokens", "decode_tps"))
+    assert first["decode_tps"] == pytest.approx(
+        statistics.mean([63 / (m["last_token_s"] - m["ttft_s"]) for m in (RUN[1], hot_1)])
+    )
+    assert {
+        key: second[key] for key in ("prompt_tokens", "cold_ttft_s", "hot_ttft_s", "hot_cached_tokens", "decode_tps")
+    } == dict.fromkeys(("prompt_tokens", "cold_ttft_s", "hot_ttft_s", "hot_cached_tokens", "decode_tps"))
 
 
 def test_problems_name_failed_requests_and_wrong_output_lengths():
     assert problems(RUN, 64) == []
     run = [dict(RUN[0], error="HTTP 400 Bad Request: too long"), dict(RUN[1], completion_tokens=12)] + RUN[2:]
-    assert problems(run, 64) == ["warmup-1000: HTTP 400 Bad Request: too long",
-                                 "cold-1000: decoded 12 tokens, not max_tokens 64"]
+    assert problems(run, 64) == [
+        "warmup-1000: HTTP 400 Bad Request: too long",
+        "cold-1000: decoded 12 tokens, not max_tokens 64",
+    ]
 
 
 def test_markdown_table_has_one_formatted_line_per_length_and_marks_missing_figures():
     table = rows(RUN)
     table[1]["hot_cached_tokens"] = None
     lines = markdown_table(table).splitlines()
-    assert lines[0] == ("| input words | prompt tokens | cold TTFT (s) | hot TTFT (s) | hot cached tokens "
-                        "| decode tok/s |")
+    assert lines[0] == (
+        "| input words | prompt tokens | cold TTFT (s) | hot TTFT (s) | hot cached tokens | decode tok/s |"
+    )
     assert len(lines) == 2 + 2
     assert lines[2] == f"| 1000 | 1310 | 1.200 | 0.280 | 1280 | {table[0]['decode_tps']:.1f} |"
     assert lines[3].split(" | ")[4] == "n/a"
@@ -120,17 +157,29 @@ def test_compare_names_better_and_worse_in_each_metric_direction():
     # Earlier: cold TTFT 10 % higher (now better), decode 10 % higher (now worse), hot TTFT 10 % lower (worse),
     # cached tokens 10 % lower (now better).
     old = new[0]
-    earlier = earlier_rows(cold_ttft_s=old["cold_ttft_s"] / 0.9, decode_tps=old["decode_tps"] / 0.9,
-                           hot_ttft_s=old["hot_ttft_s"] / 1.1, hot_cached_tokens=1164)
+    earlier = earlier_rows(
+        cold_ttft_s=old["cold_ttft_s"] / 0.9,
+        decode_tps=old["decode_tps"] / 0.9,
+        hot_ttft_s=old["hot_ttft_s"] / 1.1,
+        hot_cached_tokens=1164,
+    )
     comparison = compare(new, earlier)
-    assert verdicts(comparison) == {"cold_ttft_s": "better", "hot_ttft_s": "worse", "hot_cached_tokens": "better",
-                                    "decode_tps": "worse"}
+    assert verdicts(comparison) == {
+        "cold_ttft_s": "better",
+        "hot_ttft_s": "worse",
+        "hot_cached_tokens": "better",
+        "decode_tps": "worse",
+    }
     by_metric = {entry["metric"]: entry for entry in comparison}
     assert by_metric["cold_ttft_s"]["ratio"] == pytest.approx(0.9)
     assert by_metric["cold_ttft_s"]["change_pct"] == pytest.approx(-10.0)
     assert by_metric["hot_ttft_s"]["change_pct"] == pytest.approx(10.0)
     assert {e["metric"]: e["better"] for e in comparison} == {
-        "cold_ttft_s": "lower", "hot_ttft_s": "lower", "hot_cached_tokens": "higher", "decode_tps": "higher"}
+        "cold_ttft_s": "lower",
+        "hot_ttft_s": "lower",
+        "hot_cached_tokens": "higher",
+        "decode_tps": "higher",
+    }
     assert by_metric["decode_tps"]["earlier"] == pytest.approx(old["decode_tps"] / 0.9)
     assert by_metric["decode_tps"]["new"] == old["decode_tps"]
 
@@ -139,10 +188,17 @@ def test_compare_names_better_and_worse_in_each_metric_direction():
 def test_compare_marks_changes_below_the_noise_threshold_in_both_directions(factor):
     new = rows(RUN)[:1]
     old = new[0]
-    earlier = earlier_rows(cold_ttft_s=old["cold_ttft_s"] * factor, hot_ttft_s=old["hot_ttft_s"] * factor,
-                           decode_tps=old["decode_tps"] * factor)
-    assert verdicts(compare(new, earlier)) == {"cold_ttft_s": NOISE, "hot_ttft_s": NOISE,
-                                               "hot_cached_tokens": NOISE, "decode_tps": NOISE}
+    earlier = earlier_rows(
+        cold_ttft_s=old["cold_ttft_s"] * factor,
+        hot_ttft_s=old["hot_ttft_s"] * factor,
+        decode_tps=old["decode_tps"] * factor,
+    )
+    assert verdicts(compare(new, earlier)) == {
+        "cold_ttft_s": NOISE,
+        "hot_ttft_s": NOISE,
+        "hot_cached_tokens": NOISE,
+        "decode_tps": NOISE,
+    }
     # The same 2 % change beyond a 1 % threshold is a verdict, and its direction follows the metric.
     loose = verdicts(compare(new, earlier, noise_pct=1.0))
     assert loose["cold_ttft_s"] == ("better" if factor > 1 else "worse")
@@ -166,10 +222,10 @@ def test_comparison_table_shows_direction_ratio_change_and_verdict():
     lines = comparison_table(compare(new, earlier)).splitlines()
     assert lines[0] == "| input words | metric | earlier | new | new/earlier | change | noise band | verdict |"
     assert len(lines) == 2 + 4
-    assert lines[2] == ("| 1000 | cold TTFT (s), lower is better | 1.500 | 1.200 | 0.800 | -20.0 % | ±3.0 % "
-                        "| better |")
-    assert lines[3] == ("| 1000 | hot TTFT (s), lower is better | 0.280 | 0.280 | 1.000 | +0.0 % | ±3.0 % "
-                        "| ~ (noise) |")
+    assert lines[2] == ("| 1000 | cold TTFT (s), lower is better | 1.500 | 1.200 | 0.800 | -20.0 % | ±3.0 % | better |")
+    assert lines[3] == (
+        "| 1000 | hot TTFT (s), lower is better | 0.280 | 0.280 | 1.000 | +0.0 % | ±3.0 % | ~ (noise) |"
+    )
     assert lines[5].startswith("| 1000 | decode tok/s, higher is better | n/a | ")
     assert lines[5].endswith("| n/a | n/a | ±3.0 % | n/a |")
 
@@ -178,20 +234,37 @@ def repeated_run(cold_ttfts, hot_ttfts, words=1000):
     """A run of one length with one repeat per cold TTFT; hot TTFTs are per repeat (both hot requests alike)."""
     run = [measured(f"warmup-{words}", "warmup", words, 9.0, 9.5, prompt=30, repeat=1)]
     for repeat, (cold, hot) in enumerate(zip(cold_ttfts, hot_ttfts), start=1):
-        run += [measured(f"cold.{repeat}-{words}", "cold", words, cold, cold + 1.0, prompt=1310, repeat=repeat),
-                measured(f"hot-1.{repeat}-{words}", "hot", words, hot, hot + 1.0, prompt=1310, cached=1296 - repeat,
-                         repeat=repeat),
-                measured(f"hot-2.{repeat}-{words}", "hot", words, hot, hot + 1.0, prompt=1310, cached=1296,
-                         repeat=repeat)]
+        run += [
+            measured(f"cold.{repeat}-{words}", "cold", words, cold, cold + 1.0, prompt=1310, repeat=repeat),
+            measured(
+                f"hot-1.{repeat}-{words}",
+                "hot",
+                words,
+                hot,
+                hot + 1.0,
+                prompt=1310,
+                cached=1296 - repeat,
+                repeat=repeat,
+            ),
+            measured(f"hot-2.{repeat}-{words}", "hot", words, hot, hot + 1.0, prompt=1310, cached=1296, repeat=repeat),
+        ]
     return run
 
 
 def test_plan_repeats_cold_and_hot_with_a_new_nonce_each_time_after_one_warmup():
     requests = plan([1000], 8, "n0nce", repeats=3)
     assert [(r["name"], r["repeat"]) for r in requests] == [
-        ("warmup-1000", 1), ("cold.1-1000", 1), ("hot-1.1-1000", 1), ("hot-2.1-1000", 1),
-        ("cold.2-1000", 2), ("hot-1.2-1000", 2), ("hot-2.2-1000", 2),
-        ("cold.3-1000", 3), ("hot-1.3-1000", 3), ("hot-2.3-1000", 3)]
+        ("warmup-1000", 1),
+        ("cold.1-1000", 1),
+        ("hot-1.1-1000", 1),
+        ("hot-2.1-1000", 1),
+        ("cold.2-1000", 2),
+        ("hot-1.2-1000", 2),
+        ("hot-2.2-1000", 2),
+        ("cold.3-1000", 3),
+        ("hot-1.3-1000", 3),
+        ("hot-2.3-1000", 3),
+    ]
     colds = [r["messages"][0]["content"] for r in requests if r["kind"] == "cold"]
     assert [text.split("\n")[0] for text in colds] == ["n0nce.1-1000", "n0nce.2-1000", "n0nce.3-1000"]
     assert len({text.split("\n", 1)[1] for text in colds}) == 1, "only the nonce differs between repeats"
@@ -221,11 +294,13 @@ def test_a_change_inside_the_measured_spread_is_noise_and_outside_it_a_verdict()
 
 
 def test_newest_run_of_picks_the_newest_run_measured_on_that_deployment():
-    runs = [{"created_utc": "20261201T100000Z", "deployment": {"id": "A"}, "path": "a1"},
-            {"created_utc": "20261201T120000Z", "deployment": {"id": "A"}, "path": "a2"},
-            {"created_utc": "20261201T130000Z", "deployment": {"id": "B"}, "path": "b"},
-            {"created_utc": "20261201T140000Z", "deployment": None, "path": "none"},
-            {"created_utc": "20261201T150000Z", "path": "older format"}]
+    runs = [
+        {"created_utc": "20261201T100000Z", "deployment": {"id": "A"}, "path": "a1"},
+        {"created_utc": "20261201T120000Z", "deployment": {"id": "A"}, "path": "a2"},
+        {"created_utc": "20261201T130000Z", "deployment": {"id": "B"}, "path": "b"},
+        {"created_utc": "20261201T140000Z", "deployment": None, "path": "none"},
+        {"created_utc": "20261201T150000Z", "path": "older format"},
+    ]
     assert newest_run_of(runs, "A")["path"] == "a2"
     assert newest_run_of(runs, "B")["path"] == "b"
     assert newest_run_of(runs, "C") is None

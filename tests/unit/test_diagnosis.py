@@ -1,16 +1,23 @@
 """Seed 000's diagnosis table applied to evidence; seed 001's block-larger-than-request case."""
 
 import pytest
-
 from diagnosis import classify, probe_prompt
 
 
 def evidence(prompt=1200, cached=1152, block=128, **extra):
-    base = {"served_before": 12, "warmup_requests": 3, "prefix_caching": True, "effective_block": block,
-            "probes": [{"prompt_tokens": prompt, "cached_tokens": 0, "ttft_s": 0.4},
-                       {"prompt_tokens": prompt, "cached_tokens": cached, "ttft_s": 0.05}],
-            "deltas": {"prefix_cache_queries": 2 * prompt, "prefix_cache_hits": cached}, "waiting": 0,
-            "uptime_s": 600}
+    base = {
+        "served_before": 12,
+        "warmup_requests": 3,
+        "prefix_caching": True,
+        "effective_block": block,
+        "probes": [
+            {"prompt_tokens": prompt, "cached_tokens": 0, "ttft_s": 0.4},
+            {"prompt_tokens": prompt, "cached_tokens": cached, "ttft_s": 0.05},
+        ],
+        "deltas": {"prefix_cache_queries": 2 * prompt, "prefix_cache_hits": cached},
+        "waiting": 0,
+        "uptime_s": 600,
+    }
     base.update(extra)
     return base
 

@@ -11,9 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "module_utils"))
 
-import pytest  # noqa: E402
-
-from hybrid_block import predict_block, version_key  # noqa: E402
+import pytest
+from hybrid_block import predict_block, version_key
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET = json.loads((REPO / "model_configs" / "qwen3.8-flash-next-nvfp4.json").read_text())
@@ -53,14 +52,16 @@ def block(cfg, engine, platform="gb10", version="0.30.1rc1.dev648", **kw):
 
 # ----------------------------------------------------------------------------- seed facts (target model)
 
+
 class TestTargetModelSeedFacts:
     """Seed 000: gb10, vLLM 0.30.1rc1.dev648, TP2, prefix caching on (align)."""
 
     def test_fp32_ssm_mtp3_block_1600_fits_retention_1600(self):
         # ssm (48/2=24, 128, 128) fp32 = 1,572,864; conv (3+3, 10240/2=5120) bf16 = 61,440
         # page 1,634,304; bpt = 1 x 2 x 256 x 2 = 1024; 16 * ceil(1,634,304 / 16,384 = 99.75) = 1600
-        r = block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(3),
-                           "prefix_cache_retention_interval": 1600})
+        r = block(
+            TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(3), "prefix_cache_retention_interval": 1600}
+        )
         assert r["mamba_page_bytes"] == 1_634_304
         assert r["attn_page_bytes_per_token"] == 1024
         assert (r["effective_block"], r["scheduler_block"], r["mamba_block_size"]) == (1600, 1600, 1600)
@@ -68,21 +69,32 @@ class TestTargetModelSeedFacts:
 
     def test_fp32_ssm_mtp4_block_1616_rejects_retention_1600(self):
         # one more conv row: +5120 x 2 = 10,240 -> 1,644,544 / 16,384 = 100.375 -> 101 x 16 = 1616
-        r = block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(4),
-                           "prefix_cache_retention_interval": 1600})
+        r = block(
+            TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(4), "prefix_cache_retention_interval": 1600}
+        )
         assert r["effective_block"] == 1616 and r["scheduler_block"] == 1616
         assert r["retention"]["ok"] is False
         assert r["retention"]["error"] == (
-            "prefix_cache_retention_interval (1600) must be non-negative and a multiple of "
-            "scheduler_block_size (1616).")
+            "prefix_cache_retention_interval (1600) must be non-negative and a multiple of scheduler_block_size (1616)."
+        )
         assert r["retention"]["nearest_valid"] == [1616]
-        assert {"when": "after_load", "field": "engine.prefix_cache_retention_interval",
-                "message": r["retention"]["error"]} in r["errors"]
+        assert {
+            "when": "after_load",
+            "field": "engine.prefix_cache_retention_interval",
+            "message": r["retention"]["error"],
+        } in r["errors"]
 
     def test_bf16_ssm_mtp3_block_832_fits_retention_832(self):
         # ssm bf16 = 786,432 + conv 61,440 = 847,872 / 16,384 = 51.75 -> 52 x 16 = 832
-        r = block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(3),
-                           "mamba_ssm_cache_dtype": "bfloat16", "prefix_cache_retention_interval": 832})
+        r = block(
+            TARGET,
+            {
+                "tensor_parallel_size": 2,
+                "speculative_config": mtp(3),
+                "mamba_ssm_cache_dtype": "bfloat16",
+                "prefix_cache_retention_interval": 832,
+            },
+        )
         assert r["effective_block"] == 832 and r["retention"]["ok"]
 
     def test_ple_state_is_computed_but_gdn_wins(self):
@@ -101,19 +113,39 @@ class TestTargetModelSeedFacts:
     def test_033_adds_flashinfer_gdn_64_alignment(self):
         # 0.33: K = lcm(16, 64) = 64 (FlashInfer GDN prefill on sm121, k_dim 128, CUDA 13, align mode)
         v = "0.33.0"
-        assert block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(3)},
-                     version=v)["effective_block"] == 1600          # 64 x ceil(24.94) = 64 x 25
-        assert block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(4)},
-                     version=v)["effective_block"] == 1664          # 64 x ceil(25.09) = 64 x 26
-        assert block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(3),
-                              "mamba_ssm_cache_dtype": "bfloat16"}, version=v)["effective_block"] == 832
-        assert block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(4),
-                              "mamba_ssm_cache_dtype": "bfloat16"}, version=v)["effective_block"] == 896
+        assert (
+            block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(3)}, version=v)["effective_block"]
+            == 1600
+        )  # 64 x ceil(24.94) = 64 x 25
+        assert (
+            block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(4)}, version=v)["effective_block"]
+            == 1664
+        )  # 64 x ceil(25.09) = 64 x 26
+        assert (
+            block(
+                TARGET,
+                {"tensor_parallel_size": 2, "speculative_config": mtp(3), "mamba_ssm_cache_dtype": "bfloat16"},
+                version=v,
+            )["effective_block"]
+            == 832
+        )
+        assert (
+            block(
+                TARGET,
+                {"tensor_parallel_size": 2, "speculative_config": mtp(4), "mamba_ssm_cache_dtype": "bfloat16"},
+                version=v,
+            )["effective_block"]
+            == 896
+        )
 
     def test_032_matches_030_on_gpu(self):
         for n, expected in ((3, 1600), (4, 1616)):
-            assert block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(n)},
-                         version="0.32.0")["effective_block"] == expected
+            assert (
+                block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(n)}, version="0.32.0")[
+                    "effective_block"
+                ]
+                == expected
+            )
 
     def test_qsa_ring_capacity_must_divide_block(self):
         # compress ratio 16: capacity 16 * ceil((16+3)/16) = 32 divides 1600; with MTP4 32 does not divide 1616
@@ -121,16 +153,23 @@ class TestTargetModelSeedFacts:
         ok = block(cfg, {"tensor_parallel_size": 2, "speculative_config": mtp(3)})
         assert ok["errors"] == []
         bad = block(cfg, {"tensor_parallel_size": 2, "speculative_config": mtp(4)})
-        assert {"when": "after_load", "field": "engine.speculative_config.num_speculative_tokens",
-                "message": "QSA ring capacity 32 must divide the attention block size 1616"} in bad["errors"]
+        assert {
+            "when": "after_load",
+            "field": "engine.speculative_config.num_speculative_tokens",
+            "message": "QSA ring capacity 32 must divide the attention block size 1616",
+        } in bad["errors"]
 
     def test_qsa_requires_bf16_kv_cache(self):
         r = block(TARGET, {"tensor_parallel_size": 2, "kv_cache_dtype": "fp8"})
-        assert {"when": "load", "field": "engine.kv_cache_dtype",
-                "message": "Qwen4Exp QSA requires a BF16 main KV cache"} in r["errors"]
+        assert {
+            "when": "load",
+            "field": "engine.kv_cache_dtype",
+            "message": "Qwen4Exp QSA requires a BF16 main KV cache",
+        } in r["errors"]
 
 
 # ----------------------------------------------------------------------------- single rules
+
 
 def test_qwen3_next_tp1_baseline():
     r = block(QWEN3_NEXT, {})
@@ -155,8 +194,10 @@ def test_tp_that_does_not_divide_is_refused():
     with pytest.raises(ValueError, match="tensor_parallel_size"):
         block(QWEN3_NEXT, {"tensor_parallel_size": 3})
     with pytest.raises(ValueError, match="linear_num_value_heads"):
-        block(dict(QWEN3_NEXT, num_attention_heads=48, linear_num_key_heads=6, linear_num_value_heads=6 * 3 + 3),
-              {"tensor_parallel_size": 2})
+        block(
+            dict(QWEN3_NEXT, num_attention_heads=48, linear_num_key_heads=6, linear_num_value_heads=6 * 3 + 3),
+            {"tensor_parallel_size": 2},
+        )
 
 
 def test_spec_tokens_add_conv_rows():
@@ -187,10 +228,18 @@ QWEN3_5 = {
     "architectures": ["Qwen3_5MoeForConditionalGeneration"],
     "model_type": "qwen3_5_moe",
     "text_config": {
-        "model_type": "qwen3_5_moe_text", "dtype": "bfloat16", "hidden_size": 4096,
-        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 256,
-        "linear_num_key_heads": 16, "linear_num_value_heads": 64, "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "mamba_ssm_dtype": "float32",
+        "model_type": "qwen3_5_moe_text",
+        "dtype": "bfloat16",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 64,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "mamba_ssm_dtype": "float32",
         "max_position_embeddings": 262144,
     },
     "vision_config": {"depth": 27},
@@ -237,8 +286,11 @@ def test_prefix_caching_off_mode_none_and_scheduler_lcm():
     r = block(QWEN3_NEXT, {"enable_prefix_caching": False, "max_model_len": 8192})
     assert r["scheduler_block"] == 8192 * 17
     r = block(QWEN3_NEXT, {"enable_prefix_caching": False, "mamba_block_size": 64})
-    assert {"when": "startup", "field": "engine.mamba_block_size",
-            "message": "--mamba-block-size can only be set with --enable-prefix-caching"} in r["errors"]
+    assert {
+        "when": "startup",
+        "field": "engine.mamba_block_size",
+        "message": "--mamba-block-size can only be set with --enable-prefix-caching",
+    } in r["errors"]
 
 
 def test_mamba_block_size_is_replaced_in_align_mode():
@@ -255,8 +307,9 @@ def test_gdn_prefill_backend_and_platform_alignment_033():
     assert r["effective_block"] == 576 and r["prefill_checkpoint_alignment"] == 64
     # Triton requested, CUDA 12 on gb10, k_dim != 128, prefix caching off: no 64 alignment -> 544
     assert block(QWEN3_NEXT, {"gdn_prefill_backend": "triton"}, version=v)["effective_block"] == 544
-    assert block(QWEN3_NEXT, {"additional_config": {"gdn_prefill_backend": "triton"}},
-                 version=v)["effective_block"] == 544
+    assert (
+        block(QWEN3_NEXT, {"additional_config": {"gdn_prefill_backend": "triton"}}, version=v)["effective_block"] == 544
+    )
     assert block(QWEN3_NEXT, {}, version=v, cuda_version="12.9")["effective_block"] == 544
     # k_dim 64 (conv 3 x (2*64*16+128*32)=6144 x 2 = 36,864; ssm 32x128x64x2 = 524,288 -> 561,152 / 32,768
     # = 17.1 -> 18 x 16 = 288 -- Triton on gb10, no alignment)
@@ -277,11 +330,12 @@ def test_cpu_block_128_and_ssm_forced_fp32():
     assert r["kernel_alignment"] == 128 and r["mamba_state"]["gdn"]["ssm_dtype"] == "float32"
     assert r["effective_block"] == 1152 and r["gdn_prefill_backend"] == "triton"
     # explicit bf16 SSM is kept by the accelerated GDN backend: 1,097,728 / 262,144 = 4.19 -> 5 x 128 = 640
-    assert block(QWEN3_NEXT, {"mamba_ssm_cache_dtype": "bfloat16"}, platform="cpu",
-                 version="0.32.0")["effective_block"] == 640
+    assert (
+        block(QWEN3_NEXT, {"mamba_ssm_cache_dtype": "bfloat16"}, platform="cpu", version="0.32.0")["effective_block"]
+        == 640
+    )
     # without AVX512-BF16 nothing is reset (auto stays bf16) -> 640
-    assert block(QWEN3_NEXT, {}, platform="cpu", version="0.32.0",
-                 cpu_avx512_bf16=False)["effective_block"] == 640
+    assert block(QWEN3_NEXT, {}, platform="cpu", version="0.32.0", cpu_avx512_bf16=False)["effective_block"] == 640
     # user --block-size 64 on CPU: K = max(32, 64) = 64 -> 64 * ceil(2,146,304 / 131,072 = 16.4) = 1088
     assert block(QWEN3_NEXT, {"block_size": 64}, platform="cpu", version="0.32.0")["effective_block"] == 1088
     # 0.33 CPU: no FlashInfer -> no 64 alignment -> same 1152
@@ -307,13 +361,23 @@ def test_mamba_cache_mode_per_version():
     assert any("invalid choice" in e["message"] for e in r["errors"])
     # 0.33: the flag has no effect; prefix caching decides
     assert block(QWEN3_NEXT, {"mamba_cache_mode": "none"}, version="0.33.0")["mamba_cache_mode"] == "align"
-    assert block(QWEN3_NEXT, {"enable_prefix_caching": False, "mamba_cache_mode": "align"},
-                 version="0.33.0")["mamba_cache_mode"] == "none"
+    assert (
+        block(QWEN3_NEXT, {"enable_prefix_caching": False, "mamba_cache_mode": "align"}, version="0.33.0")[
+            "mamba_cache_mode"
+        ]
+        == "none"
+    )
 
 
-LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-         "num_attention_heads": 32, "num_key_value_heads": 8, "torch_dtype": "bfloat16",
-         "max_position_embeddings": 8192}
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 8192,
+}
 
 
 def test_non_hybrid_block_is_the_configured_or_default_block():
@@ -329,8 +393,9 @@ def test_non_hybrid_retention_rules():
     assert block(LLAMA, {"prefix_cache_retention_interval": 0})["retention"]["ok"]
     r = block(LLAMA, {"prefix_cache_retention_interval": 1600})
     assert r["retention"]["ok"] is False
-    assert r["retention"]["error"].startswith("prefix_cache_retention_interval is set but this model has "
-                                              "no sliding-window or Mamba KV cache group")
+    assert r["retention"]["error"].startswith(
+        "prefix_cache_retention_interval is set but this model has no sliding-window or Mamba KV cache group"
+    )
     # a sliding-window model has such a group: multiples of the block pass
     swa = dict(LLAMA, model_type="mistral", sliding_window=4096)
     r = block(swa, {"prefix_cache_retention_interval": 1600})
@@ -353,15 +418,25 @@ def test_versions_and_inputs_are_validated():
     with pytest.raises(ValueError, match="unsupported hybrid model type 'nemotron_h'"):
         block({"model_type": "nemotron_h", "num_attention_heads": 8, "hidden_size": 1024}, {})
     with pytest.raises(ValueError, match="unsupported hybrid model type"):
-        block({"model_type": "mystery", "layer_types": ["linear_attention", "full_attention"],
-               "num_attention_heads": 8, "hidden_size": 1024}, {})
+        block(
+            {
+                "model_type": "mystery",
+                "layer_types": ["linear_attention", "full_attention"],
+                "num_attention_heads": 8,
+                "hidden_size": 1024,
+            },
+            {},
+        )
     with pytest.raises(ValueError, match="not modelled"):
         block(QWEN3_NEXT, {"attention_backend": "B12X"})
 
 
 def test_result_is_json_serialisable_and_explains_itself():
-    r = block(TARGET, {"tensor_parallel_size": 2, "speculative_config": mtp(3),
-                       "prefix_cache_retention_interval": 1600}, env={"VLLM_LOGGING_LEVEL": "INFO"})
+    r = block(
+        TARGET,
+        {"tensor_parallel_size": 2, "speculative_config": mtp(3), "prefix_cache_retention_interval": 1600},
+        env={"VLLM_LOGGING_LEVEL": "INFO"},
+    )
     json.dumps(r)
     text = "\n".join(r["steps"])
     assert "GDN conv state (6, 5120) bfloat16 = 61440 B" in text

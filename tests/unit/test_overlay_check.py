@@ -1,7 +1,6 @@
 """Overlay files checked against the image's file they replace (seed 000's missing `validate_environ`)."""
 
 import pytest
-
 from overlay_check import check_overlay, defined_names, same_code
 
 IMAGE_FILE = '''
@@ -45,16 +44,30 @@ def current_platform():
 
 def test_defined_names_cover_top_level_and_class_members():
     names = defined_names(IMAGE_FILE)
-    assert {"enum", "TYPE_CHECKING", "dist", "VllmConfig", "fastsafetensors", "DEVICE_TYPES", "logger",
-            "PlatformEnum", "PlatformEnum.CUDA", "Platform", "Platform.device_name", "Platform.validate_environ",
-            "Platform.is_cuda", "current_platform"} <= names
+    assert {
+        "enum",
+        "TYPE_CHECKING",
+        "dist",
+        "VllmConfig",
+        "fastsafetensors",
+        "DEVICE_TYPES",
+        "logger",
+        "PlatformEnum",
+        "PlatformEnum.CUDA",
+        "Platform",
+        "Platform.device_name",
+        "Platform.validate_environ",
+        "Platform.is_cuda",
+        "current_platform",
+    } <= names
     assert "self" not in names and "cls" not in names
 
 
 def test_the_seed_case_a_stale_overlay_without_validate_environ_is_refused():
     stale = IMAGE_FILE.replace("    @classmethod\n    def validate_environ(cls):\n        return True\n", "")
-    errors, notes = check_overlay(0, "overlays/platforms_interface.py", "/opt/vllm/platforms/interface.py",
-                                  stale, IMAGE_FILE)
+    errors, notes = check_overlay(
+        0, "overlays/platforms_interface.py", "/opt/vllm/platforms/interface.py", stale, IMAGE_FILE
+    )
     assert len(errors) == 1 and notes == []
     assert "overlays[0]" in errors[0] and "Platform.validate_environ" in errors[0]
     assert "overlays/platforms_interface.py -> /opt/vllm/platforms/interface.py" in errors[0]
@@ -74,8 +87,10 @@ def test_a_patch_that_keeps_every_name_passes_and_is_not_obsolete():
 
 
 def test_an_overlay_equal_to_the_image_code_is_obsolete_even_with_other_comments():
-    reformatted = IMAGE_FILE.replace('"""Platform interface (image copy)."""', '"""Platform interface (image copy)."""'
-                                     "\n# patched for GB10 -- upstreamed since").replace("\n\n\n", "\n\n")
+    reformatted = IMAGE_FILE.replace(
+        '"""Platform interface (image copy)."""',
+        '"""Platform interface (image copy)."""\n# patched for GB10 -- upstreamed since',
+    ).replace("\n\n\n", "\n\n")
     assert same_code(reformatted, IMAGE_FILE)
     errors, notes = check_overlay(1, "b.py", "/x/b.py", reformatted, IMAGE_FILE)
     assert errors == [] and len(notes) == 1 and "overlays[1]" in notes[0] and "obsolete" in notes[0]
@@ -91,7 +106,7 @@ def test_an_overlay_that_does_not_parse_is_refused():
     assert "does not parse" in errors[0] and "line 1" in errors[0]
 
 
-@pytest.mark.parametrize("image", ["not python at all: [", "{\"json\": true}"])
+@pytest.mark.parametrize("image", ["not python at all: [", '{"json": true}'])
 def test_non_python_image_files_only_get_the_obsolete_check(image):
     errors, notes = check_overlay(0, "e.json", "/x/e.json", "x = 1\n", image)
     assert errors == [] and notes == []

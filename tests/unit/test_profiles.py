@@ -4,8 +4,8 @@ import copy
 
 import jsonschema
 import pytest
-
 from engine_rules import plan
+
 from tests.profiles import SCHEMA, profile, profiles, vllm_args_params
 
 
@@ -98,6 +98,7 @@ def set_in(path, value):
         for key in keys[:-1]:
             node = node.setdefault(key, {})
         node[keys[-1]] = value
+
     return mutate
 
 
@@ -108,12 +109,14 @@ def drop(path):
         for key in keys[:-1]:
             node = node[key]
         del node[keys[-1]]
+
     return mutate
 
 
 def extra(*args):
     def mutate(prof):
         prof["extra_args"] = list(args)
+
     return mutate
 
 
@@ -121,6 +124,7 @@ def both(*mutations):
     def mutate(prof):
         for m in mutations:
             m(prof)
+
     return mutate
 
 
@@ -134,67 +138,169 @@ MALFORMED = [
     ("three-nodes", "pair", set_in("nodes", 3), "nodes", "maximum"),
     ("unknown-platform", "single", set_in("platform", "h100"), "platform", "h100"),
     ("unknown-top-level-key", "single", set_in("engin", {}), "(profile)", "engin"),
-    ("util-above-one", "single", set_in("engine.gpu_memory_utilization", 1.5), "engine.gpu_memory_utilization",
-     "1.5"),
+    ("util-above-one", "single", set_in("engine.gpu_memory_utilization", 1.5), "engine.gpu_memory_utilization", "1.5"),
     ("seqs-not-int", "single", set_in("engine.max_num_seqs", "two"), "engine.max_num_seqs", "two"),
-    ("prefix-caching-string", "single", set_in("engine.enable_prefix_caching", "yes"),
-     "engine.enable_prefix_caching", "yes"),
+    (
+        "prefix-caching-string",
+        "single",
+        set_in("engine.enable_prefix_caching", "yes"),
+        "engine.enable_prefix_caching",
+        "yes",
+    ),
     ("env-value-mapping", "single", set_in("env.NCCL_DEBUG", {"level": "INFO"}), "env.NCCL_DEBUG", "level"),
     ("unknown-flag", "single", set_in("engine.max_num_seq", 4), "engine.max_num_seq", "max_num_seqs"),
     ("bad-choice", "single", set_in("engine.mamba_ssm_cache_dtype", "fp9"), "engine.mamba_ssm_cache_dtype", "one of"),
-    ("bad-int", "single", set_in("engine.max_logprobs", "several"),
-     "engine.max_logprobs", "integer"),
-    ("bool-flag-as-number", "single", set_in("engine.enable_chunked_prefill", 1), "engine.enable_chunked_prefill",
-     "true or false"),
-    ("spec-config-unknown-key", "pair", set_in("engine.speculative_config.num_spec_tokens", 3),
-     "engine.speculative_config.num_spec_tokens", "num_speculative_tokens"),
-    ("spec-config-bad-method", "pair", set_in("engine.speculative_config.method", "medusa2"),
-     "engine.speculative_config.method", "one of"),
-    ("spec-tokens-zero", "single", set_in("engine.speculative_config.num_speculative_tokens", 0),
-     "engine.speculative_config.num_speculative_tokens", "positive"),
-    ("draft-tp-three", "pair", set_in("engine.speculative_config.draft_tensor_parallel_size", 3),
-     "engine.speculative_config.draft_tensor_parallel_size", "1 or tensor_parallel_size"),
-    ("cudagraph-mode-choice", "pair", set_in("engine.compilation_config.cudagraph_mode", "FULL_ALWAYS"),
-     "engine.compilation_config.cudagraph_mode", "one of"),
-    ("engram-unknown-key", "pair", set_in("engine.engram_config.offload_cpu", False),
-     "engine.engram_config.offload_cpu", "cpu_offload"),
-    ("retention-not-multiple", "pair", set_in("engine.prefix_cache_retention_interval", 800),
-     "engine.prefix_cache_retention_interval", "nearest valid values"),
-    ("retention-on-non-hybrid", "testbed", set_in("engine.prefix_cache_retention_interval", 128),
-     "engine.prefix_cache_retention_interval", "none"),
-    ("allocator-mismatch", "single-throughput", set_in("env.PYTORCH_ALLOC_CONF", "per_process_memory_fraction:0.72"),
-     "env.PYTORCH_ALLOC_CONF", "0.822"),
-    ("cuda-allocator-mismatch", "single", set_in("env.PYTORCH_CUDA_ALLOC_CONF",
-                                                 "expandable_segments:True,per_process_memory_fraction:0.9"),
-     "env.PYTORCH_CUDA_ALLOC_CONF", "0.8"),
-    ("allocator-unknown-key", "single", set_in("env.PYTORCH_ALLOC_CONF", "expandable_segment:True"),
-     "env.PYTORCH_ALLOC_CONF", "expandable_segment"),
-    ("duplicate-through-extra-args", "single", extra("--mamba-cache-mode", "none"), "extra_args[0]",
-     "engine.mamba_cache_mode"),
+    ("bad-int", "single", set_in("engine.max_logprobs", "several"), "engine.max_logprobs", "integer"),
+    (
+        "bool-flag-as-number",
+        "single",
+        set_in("engine.enable_chunked_prefill", 1),
+        "engine.enable_chunked_prefill",
+        "true or false",
+    ),
+    (
+        "spec-config-unknown-key",
+        "pair",
+        set_in("engine.speculative_config.num_spec_tokens", 3),
+        "engine.speculative_config.num_spec_tokens",
+        "num_speculative_tokens",
+    ),
+    (
+        "spec-config-bad-method",
+        "pair",
+        set_in("engine.speculative_config.method", "medusa2"),
+        "engine.speculative_config.method",
+        "one of",
+    ),
+    (
+        "spec-tokens-zero",
+        "single",
+        set_in("engine.speculative_config.num_speculative_tokens", 0),
+        "engine.speculative_config.num_speculative_tokens",
+        "positive",
+    ),
+    (
+        "draft-tp-three",
+        "pair",
+        set_in("engine.speculative_config.draft_tensor_parallel_size", 3),
+        "engine.speculative_config.draft_tensor_parallel_size",
+        "1 or tensor_parallel_size",
+    ),
+    (
+        "cudagraph-mode-choice",
+        "pair",
+        set_in("engine.compilation_config.cudagraph_mode", "FULL_ALWAYS"),
+        "engine.compilation_config.cudagraph_mode",
+        "one of",
+    ),
+    (
+        "engram-unknown-key",
+        "pair",
+        set_in("engine.engram_config.offload_cpu", False),
+        "engine.engram_config.offload_cpu",
+        "cpu_offload",
+    ),
+    (
+        "retention-not-multiple",
+        "pair",
+        set_in("engine.prefix_cache_retention_interval", 800),
+        "engine.prefix_cache_retention_interval",
+        "nearest valid values",
+    ),
+    (
+        "retention-on-non-hybrid",
+        "testbed",
+        set_in("engine.prefix_cache_retention_interval", 128),
+        "engine.prefix_cache_retention_interval",
+        "none",
+    ),
+    (
+        "allocator-mismatch",
+        "single-throughput",
+        set_in("env.PYTORCH_ALLOC_CONF", "per_process_memory_fraction:0.72"),
+        "env.PYTORCH_ALLOC_CONF",
+        "0.822",
+    ),
+    (
+        "cuda-allocator-mismatch",
+        "single",
+        set_in("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True,per_process_memory_fraction:0.9"),
+        "env.PYTORCH_CUDA_ALLOC_CONF",
+        "0.8",
+    ),
+    (
+        "allocator-unknown-key",
+        "single",
+        set_in("env.PYTORCH_ALLOC_CONF", "expandable_segment:True"),
+        "env.PYTORCH_ALLOC_CONF",
+        "expandable_segment",
+    ),
+    (
+        "duplicate-through-extra-args",
+        "single",
+        extra("--mamba-cache-mode", "none"),
+        "extra_args[0]",
+        "engine.mamba_cache_mode",
+    ),
     ("duplicate-through-alias", "single", extra("-tp", "1"), "extra_args[0]", "engine.tensor_parallel_size"),
-    ("duplicate-inside-extra-args", "baseline", extra("--max-logprobs", "2",
-                                                      "--max-logprobs=4"),
-     "extra_args[2]", "extra_args[0]"),
+    (
+        "duplicate-inside-extra-args",
+        "baseline",
+        extra("--max-logprobs", "2", "--max-logprobs=4"),
+        "extra_args[2]",
+        "extra_args[0]",
+    ),
     ("unknown-extra-flag", "single", extra("--turbo"), "extra_args[0]", "turbo"),
-    ("tp-mismatch-pair", "pair", set_in("engine.tensor_parallel_size", 1), "engine.tensor_parallel_size",
-     "nodes x GPUs"),
-    ("tp-mismatch-single", "single", set_in("engine.tensor_parallel_size", 2), "engine.tensor_parallel_size",
-     "nodes x GPUs"),
-    ("seqs-above-batched", "single", set_in("engine.max_num_seqs", 4096), "engine.max_num_seqs",
-     "max_num_batched_tokens"),
+    (
+        "tp-mismatch-pair",
+        "pair",
+        set_in("engine.tensor_parallel_size", 1),
+        "engine.tensor_parallel_size",
+        "nodes x GPUs",
+    ),
+    (
+        "tp-mismatch-single",
+        "single",
+        set_in("engine.tensor_parallel_size", 2),
+        "engine.tensor_parallel_size",
+        "nodes x GPUs",
+    ),
+    (
+        "seqs-above-batched",
+        "single",
+        set_in("engine.max_num_seqs", 4096),
+        "engine.max_num_seqs",
+        "max_num_batched_tokens",
+    ),
     ("max-len-above-model", "single", set_in("engine.max_model_len", 300000), "engine.max_model_len", "262144"),
-    ("long-prefill-above-max-len", "baseline", set_in("engine.long_prefill_token_threshold", 40000),
-     "engine.long_prefill_token_threshold", "32768"),
-    ("moe-table-missing", "pair", set_in("tuned_config_dir", "schemas"), "tuned_config_dir",
-     "E=512,N=320,device_name=NVIDIA_GB10.json"),
+    (
+        "long-prefill-above-max-len",
+        "baseline",
+        set_in("engine.long_prefill_token_threshold", 40000),
+        "engine.long_prefill_token_threshold",
+        "32768",
+    ),
+    (
+        "moe-table-missing",
+        "pair",
+        set_in("tuned_config_dir", "schemas"),
+        "tuned_config_dir",
+        "E=512,N=320,device_name=NVIDIA_GB10.json",
+    ),
     ("api-key-in-env", "single", set_in("env.VLLM_API_KEY", "sk-secret"), "env.VLLM_API_KEY", "api_key_file"),
     ("api-key-in-argv", "single", set_in("engine.api_key", "sk-secret"), "engine.api_key", "api_key_file"),
     ("rank-arg-in-profile", "pair", set_in("engine.node_rank", 1), "engine.node_rank", "inventory"),
     ("unsupported-engine-version", "single", set_in("engine_version", "0.31.0"), "engine_version", "0.33"),
-    ("mtp-prefix-on-cpu-hybrid", "testbed", both(
-        set_in("model.config", "tests/engine/models/tiny-qwen3-next/config.json"),
-        set_in("engine.speculative_config", {"method": "mtp", "num_speculative_tokens": 1})),
-     "engine.speculative_config", "CPU build"),
+    (
+        "mtp-prefix-on-cpu-hybrid",
+        "testbed",
+        both(
+            set_in("model.config", "tests/engine/models/tiny-qwen3-next/config.json"),
+            set_in("engine.speculative_config", {"method": "mtp", "num_speculative_tokens": 1}),
+        ),
+        "engine.speculative_config",
+        "CPU build",
+    ),
 ]
 
 

@@ -8,7 +8,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from bench_report import compare, comparison_table, markdown_table, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +27,7 @@ def fake_server():
     seen, prompts = [], set()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 -- http.server's name
+        def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append(body)
             prompt = body["messages"][0]["content"]
@@ -39,10 +38,14 @@ def fake_server():
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
             for _ in range(body["max_tokens"]):
-                self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': 'x'}}]})}\n\n"
-                                 .encode())
-            usage = {"prompt_tokens": tokens, "completion_tokens": body["max_tokens"],
-                     "prompt_tokens_details": {"cached_tokens": cached}}
+                self.wfile.write(
+                    f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': 'x'}}]})}\n\n".encode()
+                )
+            usage = {
+                "prompt_tokens": tokens,
+                "completion_tokens": body["max_tokens"],
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
             self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
 
         def log_message(self, *args):
@@ -59,10 +62,19 @@ def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_ser
     module = load_module()
     url, seen = fake_server
     measurements = module.measure(url, "tiny-llama", [100, 300], 8, timeout_s=30, nonce="bench-test")
-    assert [m["name"] for m in measurements] == ["warmup-100", "cold-100", "hot-1-100", "hot-2-100",
-                                                 "warmup-300", "cold-300", "hot-1-300", "hot-2-300"]
-    assert all(body["ignore_eos"] is True and body["max_tokens"] == 8 and body["model"] == "tiny-llama"
-               for body in seen)
+    assert [m["name"] for m in measurements] == [
+        "warmup-100",
+        "cold-100",
+        "hot-1-100",
+        "hot-2-100",
+        "warmup-300",
+        "cold-300",
+        "hot-1-300",
+        "hot-2-300",
+    ]
+    assert all(
+        body["ignore_eos"] is True and body["max_tokens"] == 8 and body["model"] == "tiny-llama" for body in seen
+    )
     first, second = rows(measurements)
     for row, cold in ((first, measurements[1]), (second, measurements[5])):
         assert cold["cached_tokens"] == 0
@@ -78,7 +90,10 @@ def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
     url, seen = fake_server
     measurements = module.measure(url, "tiny-llama", [100], 8, timeout_s=30, nonce="bench-repeat", repeats=3)
     assert [(m["name"], m["repeat"]) for m in measurements if m["kind"] == "cold"] == [
-        ("cold.1-100", 1), ("cold.2-100", 2), ("cold.3-100", 3)]
+        ("cold.1-100", 1),
+        ("cold.2-100", 2),
+        ("cold.3-100", 3),
+    ]
     assert [m["cached_tokens"] for m in measurements if m["kind"] == "cold"] == [0, 0, 0], "each repeat is cold"
     (row,) = rows(measurements)
     colds = sorted(m["ttft_s"] for m in measurements if m["kind"] == "cold")
@@ -89,16 +104,35 @@ def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
 def test_report_markdown_and_chart(tmp_path):
     module = load_module()
     table_rows = [
-        {"input_words": 1000, "prompt_tokens": 1310, "cold_ttft_s": 1.2, "hot_ttft_s": 0.3,
-         "hot_cached_tokens": 1296, "decode_tps": 60.0},
-        {"input_words": 4000, "prompt_tokens": 5210, "cold_ttft_s": None, "hot_ttft_s": 0.4,
-         "hot_cached_tokens": 5184, "decode_tps": 58.0},
+        {
+            "input_words": 1000,
+            "prompt_tokens": 1310,
+            "cold_ttft_s": 1.2,
+            "hot_ttft_s": 0.3,
+            "hot_cached_tokens": 1296,
+            "decode_tps": 60.0,
+        },
+        {
+            "input_words": 4000,
+            "prompt_tokens": 5210,
+            "cold_ttft_s": None,
+            "hot_ttft_s": 0.4,
+            "hot_cached_tokens": 5184,
+            "decode_tps": 58.0,
+        },
     ]
     comparison = compare(table_rows, [dict(table_rows[0], cold_ttft_s=1.5)])
-    meta = {"created_utc": "20261201T080000Z", "url": "http://h:8000", "model": "m", "max_tokens": 64,
-            "compare_with": "/tmp/bench-old.json", "noise_pct": 3.0}
-    text = module.report_markdown(meta, markdown_table(table_rows), comparison_table(comparison),
-                                  ["cold-4000: HTTP 400"])
+    meta = {
+        "created_utc": "20261201T080000Z",
+        "url": "http://h:8000",
+        "model": "m",
+        "max_tokens": 64,
+        "compare_with": "/tmp/bench-old.json",
+        "noise_pct": 3.0,
+    }
+    text = module.report_markdown(
+        meta, markdown_table(table_rows), comparison_table(comparison), ["cold-4000: HTTP 400"]
+    )
     assert markdown_table(table_rows) in text and comparison_table(comparison) in text
     assert "## Compared with /tmp/bench-old.json" in text and "noise band (3.0 %, or the wider spread" in text
     assert text.rstrip().endswith("- cold-4000: HTTP 400")
@@ -111,13 +145,26 @@ def test_report_markdown_and_chart(tmp_path):
 
 def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sent(tmp_path):
     module = load_module()
-    row = {"input_words": 100, "prompt_tokens": 130, "cold_ttft_s": 0.1, "hot_ttft_s": 0.05,
-           "hot_cached_tokens": 128, "decode_tps": 80.0}
+    row = {
+        "input_words": 100,
+        "prompt_tokens": 130,
+        "cold_ttft_s": 0.1,
+        "hot_ttft_s": 0.05,
+        "hot_cached_tokens": 128,
+        "decode_tps": 80.0,
+    }
 
     def run(created, deployment_id, decode_tps):
         path = tmp_path / f"bench-{created}.json"
-        path.write_text(json.dumps({"created_utc": created, "deployment": {"id": deployment_id},
-                                    "rows": [dict(row, decode_tps=decode_tps)]}))
+        path.write_text(
+            json.dumps(
+                {
+                    "created_utc": created,
+                    "deployment": {"id": deployment_id},
+                    "rows": [dict(row, decode_tps=decode_tps)],
+                }
+            )
+        )
         return str(path)
 
     older = run("20261201T100000Z", "20261201T095000Z-spark-pair-deploy", 70.0)
@@ -132,21 +179,40 @@ def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sen
     assert str(refused.value) == (
         f"compare_with 20261130T000000Z-spark-pair-deploy: neither a bench-*.json nor a deployment with a benchmark "
         f"run in {tmp_path} (deployments measured there: ['20261201T095000Z-spark-pair-deploy', "
-        f"'20261201T115000Z-spark-pair-rollback'])")
+        f"'20261201T115000Z-spark-pair-rollback'])"
+    )
     with pytest.raises(ValueError, match="not a readable bench-"):
         module.earlier_run(str(tmp_path / "bench-20261201T130000Z.json"), str(tmp_path))
 
 
 def test_report_names_the_deployment_measured():
     module = load_module()
-    record = {"id": "20261201T075000Z-spark-pair-deploy", "profile_name": "pair", "status": "passed",
-              "image": {"ref": "10.0.0.2:5000/vllm@sha256:ab", "id": "sha256:cd"}, "ranks": [{"argv": ["serve"]}]}
+    record = {
+        "id": "20261201T075000Z-spark-pair-deploy",
+        "profile_name": "pair",
+        "status": "passed",
+        "image": {"ref": "10.0.0.2:5000/vllm@sha256:ab", "id": "sha256:cd"},
+        "ranks": [{"argv": ["serve"]}],
+    }
     assert module.deployment_summary(None) is None
-    meta = {"created_utc": "20261201T080000Z", "url": "http://h:8000", "model": "m", "max_tokens": 64,
-            "compare_with": "", "noise_pct": 3.0, "deployment": module.deployment_summary(record)}
-    assert meta["deployment"] == {"id": record["id"], "profile_name": "pair", "status": "passed",
-                                  "image": "10.0.0.2:5000/vllm@sha256:ab"}
+    meta = {
+        "created_utc": "20261201T080000Z",
+        "url": "http://h:8000",
+        "model": "m",
+        "max_tokens": 64,
+        "compare_with": "",
+        "noise_pct": 3.0,
+        "deployment": module.deployment_summary(record),
+    }
+    assert meta["deployment"] == {
+        "id": record["id"],
+        "profile_name": "pair",
+        "status": "passed",
+        "image": "10.0.0.2:5000/vllm@sha256:ab",
+    }
     text = module.report_markdown(meta, "| table |\n", "", [])
-    assert ("Measured on deployment 20261201T075000Z-spark-pair-deploy (profile pair, passed, image "
-            "10.0.0.2:5000/vllm@sha256:ab).") in text
+    assert (
+        "Measured on deployment 20261201T075000Z-spark-pair-deploy (profile pair, passed, image "
+        "10.0.0.2:5000/vllm@sha256:ab)."
+    ) in text
     assert text.index("Measured on deployment") < text.index("| table |")

@@ -129,9 +129,20 @@ def main():
                 commit = ref.read().strip()
         except OSError:
             commit = ""
-    result = {"changed": False, "commit": commit, "repo_folder": repo_folder, "snapshot_path": "",
-              "manifest_path": "", "manifest": {}, "complete": False, "problems": [], "files": {}, "sizes": {},
-              "tree_cache": "", "partial_downloads": []}
+    result = {
+        "changed": False,
+        "commit": commit,
+        "repo_folder": repo_folder,
+        "snapshot_path": "",
+        "manifest_path": "",
+        "manifest": {},
+        "complete": False,
+        "problems": [],
+        "files": {},
+        "sizes": {},
+        "tree_cache": "",
+        "partial_downloads": [],
+    }
     blobs = os.path.join(repo_folder, "blobs")
     if os.path.isdir(blobs):
         result["partial_downloads"] = sorted(n for n in os.listdir(blobs) if n.endswith(".incomplete"))

@@ -105,16 +105,26 @@ def main():
         for argv in commands:
             rc, out, err = module.run_command(argv)
             if rc != 0:
-                module.fail_json(msg=f"{' '.join(argv)} failed (rc {rc}): {(err or out).strip()}",
-                                 commands=commands, before=before)
+                module.fail_json(
+                    msg=f"{' '.join(argv)} failed (rc {rc}): {(err or out).strip()}", commands=commands, before=before
+                )
         after = live_state(module, ip, dev)
 
     def text(state):
         return "".join(f"{key}: {state[key]}\n" for key in ("mtu", "up", "ipv4"))
 
-    module.exit_json(changed=bool(commands), before=before, after=after, commands=commands,
-                     diff={"before": text(before), "after": text(after),
-                           "before_header": f"{dev} (live)", "after_header": f"{dev} (live)"})
+    module.exit_json(
+        changed=bool(commands),
+        before=before,
+        after=after,
+        commands=commands,
+        diff={
+            "before": text(before),
+            "after": text(after),
+            "before_header": f"{dev} (live)",
+            "after_header": f"{dev} (live)",
+        },
+    )
 
 
 if __name__ == "__main__":
