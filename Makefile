@@ -24,6 +24,8 @@ engine:
 	bash tests/engine/install_engine.sh $(ENGINE_VENV)
 
 lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/yamllint -s .
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 

@@ -193,7 +193,7 @@ class ActionModule(ActionBase):
         for container, port in sorted(holders.items()):
             display.display(f"[vllm] {head.label}: removing container {container}, which holds port {port}")
             head.run(f"docker rm -f {shlex.quote(container)} >/dev/null", timeout=60)
-        rc, out, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
+        _, out, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
         if out.strip():
             raise AnsibleActionFail(
                 f"{head.label}: port(s) {', '.join(map(str, ports))} still held after removing "

@@ -37,7 +37,16 @@ TOOL_PARAMETERS = {
 
 # 64 common words (one token each in the test bed's tiny tokenizer, about one in real ones): a hash byte
 # modulo 64 picks one without bias.
-WORDS = ["side", "model", "then", "together", "between", "joins", "pass", "fast", "port", "start", "wakes", "deployment", "them", "text", "waits", "around", "sit", "downloaded", "first", "small", "quick", "both", "can", "schedules", "proves", "help", "lazy", "they", "one", "short", "head", "pinned", "serve", "listens", "chases", "holds", "digest", "today", "token", "alone", "results", "weights", "share", "time", "when", "engine", "open", "revision", "group", "sentence", "ranks", "computers", "brown", "jumps", "dog", "link", "half", "gathers", "requests", "nothing", "cable", "once", "image", "garden"]
+# fmt: off
+WORDS = [
+    "side", "model", "then", "together", "between", "joins", "pass", "fast", "port", "start", "wakes", "deployment",
+    "them", "text", "waits", "around", "sit", "downloaded", "first", "small", "quick", "both", "can", "schedules",
+    "proves", "help", "lazy", "they", "one", "short", "head", "pinned", "serve", "listens", "chases", "holds",
+    "digest", "today", "token", "alone", "results", "weights", "share", "time", "when", "engine", "open", "revision",
+    "group", "sentence", "ranks", "computers", "brown", "jumps", "dog", "link", "half", "gathers", "requests",
+    "nothing", "cable", "once", "image", "garden"
+]
+# fmt: on
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 HOT_KINDS = ("hot",)

@@ -23,7 +23,14 @@ QUESTION = (
     "with a docstring and three unit tests."
 )
 # Context words for the long prompts; which word comes where is fixed per length (see _document).
-FILLER = ["the", "service", "model", "request", "token", "cache", "block", "engine", "node", "memory", "kernel", "prefill", "decode", "answer", "question", "document", "section", "value", "table", "record", "result", "change", "speed", "length", "input", "output", "first", "second", "time", "start", "state", "layer", "head", "batch", "queue", "weight", "image", "link", "port", "file", "line", "word", "number", "list", "order", "method", "rule"]
+# fmt: off
+FILLER = [
+    "the", "service", "model", "request", "token", "cache", "block", "engine", "node", "memory", "kernel", "prefill",
+    "decode", "answer", "question", "document", "section", "value", "table", "record", "result", "change", "speed",
+    "length", "input", "output", "first", "second", "time", "start", "state", "layer", "head", "batch", "queue",
+    "weight", "image", "link", "port", "file", "line", "word", "number", "list", "order", "method", "rule"
+]
+# fmt: on
 
 # (row field, label, better direction, Markdown format)
 METRICS = (

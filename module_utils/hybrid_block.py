@@ -395,10 +395,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
             # HybridAttentionMambaModelConfig): prefix caching on -> "none" becomes "align"; 0.30 also turns
             # "all" into "align" for models without SupportsMambaPrefixCaching (Qwen3-Next / Qwen3.5 /
             # Qwen4Exp do not implement it). Prefix caching off -> "none".
-            if prefix_caching:
-                mamba_mode = "align" if mode in ("none", "all", "align") else mode
-            else:
-                mamba_mode = "none"
+            mamba_mode = ("align" if mode in ("none", "all", "align") else mode) if prefix_caching else "none"
         steps.append(
             f"prefix caching {'on' if prefix_caching else 'off'} -> mamba_cache_mode {mamba_mode}"
             + (f" (requested {requested_mode})" if requested_mode and requested_mode != mamba_mode else "")
@@ -605,7 +602,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
         steps.append(f"largest mamba page wins: {max(pages, key=pages.get)} = {mamba_page} B")
 
     # ---------------------------------------------------------------- kernel alignment K
-    requested_gdn, gdn_backend = _resolve_gdn_prefill_backend(ver, platform, engine, dims["k_dim"], cuda_major)
+    _, gdn_backend = _resolve_gdn_prefill_backend(ver, platform, engine, dims["k_dim"], cuda_major)
     result["gdn_prefill_backend"] = gdn_backend
     # interface.py:_align_hybrid_block_size: K = max(min(backend kernel block sizes), cache_config.block_size)
     kernel = max(min_kernel, base_block)

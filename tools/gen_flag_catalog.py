@@ -648,10 +648,8 @@ Entry format: CATALOG_FORMAT in tools/gen_flag_catalog.py.
     ]
     for dest in sorted(flags):
         entry = flags[dest]
-        if any(k.startswith("json_") for k in entry):
-            body = _fmt(entry, 4)  # JSON config flags: one key per line
-        else:
-            body = _lit(entry)  # everything else: one flag per line
+        # JSON config flags: one key per line; everything else: one flag per line.
+        body = _fmt(entry, 4) if any(k.startswith("json_") for k in entry) else _lit(entry)
         lines.append(f"    {_lit(dest)}: {body},")
     lines.append("}")
     return "\n".join(lines) + "\n"

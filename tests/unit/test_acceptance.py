@@ -5,7 +5,7 @@ The last tests drive module_utils/openai_client.py's stream reader (the gate's c
 
 import http.server
 import json
-import os
+import re
 import threading
 
 import pytest
@@ -128,7 +128,8 @@ def texts(plan):
 
 
 def common_prefix(a, b):
-    return len(os.path.commonprefix([a, b]))
+    """Number of leading characters a and b share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def test_plan_order_kinds_and_sizes():
@@ -164,7 +165,7 @@ def test_plan_hot_and_revisits_repeat_their_text_and_sessions_share_no_long_pref
             assert first != second
             assert common_prefix(first, second) <= shared_header, "only the nonce header may be shared"
             # and no long stretch further on either: the word sequences differ at most positions
-            pairs = list(zip(first.split()[3:-10], second.split()[3:-10]))
+            pairs = list(zip(first.split()[3:-10], second.split()[3:-10], strict=False))
             assert sum(a == b for a, b in pairs) < len(pairs) / 4
 
 
@@ -430,7 +431,7 @@ def test_stream_chat_reports_http_errors_and_unreachable_servers(fake_server):
     url, _ = fake_server
     result = stream_chat(url, "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 1}, None, 30)
     assert result["error"].startswith("HTTP 400 ")
-    with pytest.raises(ServerUnreachable, match="short: POST http://127.0.0.1:9/v1/chat/completions"):
+    with pytest.raises(ServerUnreachable, match=re.escape("short: POST http://127.0.0.1:9/v1/chat/completions")):
         stream_chat(
             "http://127.0.0.1:9", "m", {"name": "short", "kind": "short", "messages": [], "max_tokens": 4}, None, 5
         )

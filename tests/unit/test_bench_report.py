@@ -233,7 +233,7 @@ def test_comparison_table_shows_direction_ratio_change_and_verdict():
 def repeated_run(cold_ttfts, hot_ttfts, words=1000):
     """A run of one length with one repeat per cold TTFT; hot TTFTs are per repeat (both hot requests alike)."""
     run = [measured(f"warmup-{words}", "warmup", words, 9.0, 9.5, prompt=30, repeat=1)]
-    for repeat, (cold, hot) in enumerate(zip(cold_ttfts, hot_ttfts), start=1):
+    for repeat, (cold, hot) in enumerate(zip(cold_ttfts, hot_ttfts, strict=True), start=1):
         run += [
             measured(f"cold.{repeat}-{words}", "cold", words, cold, cold + 1.0, prompt=1310, repeat=repeat),
             measured(

@@ -87,7 +87,7 @@ def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_ser
 
 def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
     module = load_module()
-    url, seen = fake_server
+    url, _ = fake_server
     measurements = module.measure(url, "tiny-llama", [100], 8, timeout_s=30, nonce="bench-repeat", repeats=3)
     assert [(m["name"], m["repeat"]) for m in measurements if m["kind"] == "cold"] == [
         ("cold.1-100", 1),
