@@ -13,17 +13,20 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
+import ansible.module_utils
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-# Action plugins run in the controller's Python, where the project's module_utils is a plain folder.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
-from rank_watch import STAGES, rank_verdict, stage_of, timeouts
+# ansible-core resolves a project's module_utils (ansible.cfg `module_utils`, ANSIBLE_MODULE_UTILS) only for the
+# modules it ships to a node; an action plugin runs in the controller's Python, so the configured folders join
+# the ansible.module_utils package here and the import below is the one every module uses.
+ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
+from ansible.module_utils.rank_watch import STAGES, rank_verdict, stage_of, timeouts
 
 display = Display()
 

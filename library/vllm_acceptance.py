@@ -82,14 +82,9 @@ skipped:
 
 import uuid
 
+from ansible.module_utils.acceptance import counter_deltas, evaluate, request_plan, summarize
 from ansible.module_utils.basic import AnsibleModule
-
-try:
-    from ansible.module_utils.acceptance import counter_deltas, evaluate, request_plan, summarize
-    from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from acceptance import counter_deltas, evaluate, request_plan, summarize
-    from openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
+from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
 
 ARGUMENT_SPEC = dict(
     url=dict(type="str", required=True),

@@ -153,20 +153,16 @@ except ImportError:
 else:
     MATPLOTLIB_IMPORT_ERROR = None
 
-try:
-    from ansible.module_utils.bench_report import (
-        compare,
-        comparison_table,
-        markdown_table,
-        newest_run_of,
-        plan,
-        problems,
-        rows,
-    )
-    from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, stream_chat
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from bench_report import compare, comparison_table, markdown_table, newest_run_of, plan, problems, rows
-    from openai_client import ServerUnreachable, read_api_key, stream_chat
+from ansible.module_utils.bench_report import (
+    compare,
+    comparison_table,
+    markdown_table,
+    newest_run_of,
+    plan,
+    problems,
+    rows,
+)
+from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, stream_chat
 
 ARGUMENT_SPEC = dict(
     url=dict(type="str", required=True),

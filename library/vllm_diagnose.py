@@ -76,16 +76,10 @@ evidence:
 
 import uuid
 
+from ansible.module_utils.acceptance import counter_deltas
 from ansible.module_utils.basic import AnsibleModule
-
-try:
-    from ansible.module_utils.acceptance import counter_deltas
-    from ansible.module_utils.diagnosis import classify, probe_prompt
-    from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from acceptance import counter_deltas
-    from diagnosis import classify, probe_prompt
-    from openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
+from ansible.module_utils.diagnosis import classify, probe_prompt
+from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
 
 
 def gather(url, model, api_key, params):

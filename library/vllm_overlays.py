@@ -73,11 +73,7 @@ import os
 import tarfile
 
 from ansible.module_utils.basic import AnsibleModule
-
-try:
-    from ansible.module_utils.overlay_check import check_overlay
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from overlay_check import check_overlay
+from ansible.module_utils.overlay_check import check_overlay
 
 
 def image_file(module, container, path):

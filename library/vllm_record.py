@@ -76,11 +76,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-
-try:
-    from ansible.module_utils.deploy_record import markdown, record_id, redact
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from deploy_record import markdown, record_id, redact
+from ansible.module_utils.deploy_record import markdown, record_id, redact
 
 REQUIRED = ("kind", "status", "inventory", "profile_name", "engine_version", "image", "model")
 

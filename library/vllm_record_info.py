@@ -55,11 +55,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-
-try:
-    from ansible.module_utils.deploy_record import last_passed
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from deploy_record import last_passed
+from ansible.module_utils.deploy_record import last_passed
 
 
 def main():

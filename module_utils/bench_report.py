@@ -13,10 +13,7 @@ Pure Python (no Ansible) so plain pytest can test it; library/vllm_benchmark.py 
 import random
 import statistics
 
-try:
-    from ansible.module_utils.acceptance import decode_tps
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from acceptance import decode_tps
+from ansible.module_utils.acceptance import decode_tps
 
 QUESTION = (
     "Write a Python function that merges overlapping intervals in a list of (start, end) pairs, "

@@ -10,10 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
-try:
-    from ansible.module_utils.acceptance import parse_metrics
-except ImportError:  # plain pytest imports the project's module_utils directly
-    from acceptance import parse_metrics
+from ansible.module_utils.acceptance import parse_metrics
 
 # Planned-request keys copied into the request body when present. `ignore_eos` is vLLM's sampling extension:
 # the benchmark uses it so every request decodes exactly max_tokens tokens.

@@ -9,8 +9,16 @@ import re
 import threading
 
 import pytest
-from acceptance import COUNTERS, WORDS, counter_deltas, evaluate, parse_metrics, request_plan, summarize
-from openai_client import ServerUnreachable, stream_chat
+from ansible.module_utils.acceptance import (
+    COUNTERS,
+    WORDS,
+    counter_deltas,
+    evaluate,
+    parse_metrics,
+    request_plan,
+    summarize,
+)
+from ansible.module_utils.openai_client import ServerUnreachable, stream_chat
 
 # vLLM 0.32 exposition (prometheus_client: HELP/TYPE lines, `_total` counters with `_created` twins) of a
 # server with two engines (data parallel) and MTP, which is why every sample has an `engine` label set.

@@ -3,7 +3,7 @@
 import statistics
 
 import pytest
-from bench_report import (
+from ansible.module_utils.bench_report import (
     NOISE,
     QUESTION,
     compare,

@@ -1,6 +1,6 @@
 """Deployment records: redaction, ids, the last passing record, the Markdown view."""
 
-from deploy_record import REDACTED, last_passed, markdown, record_id, redact
+from ansible.module_utils.deploy_record import REDACTED, last_passed, markdown, record_id, redact
 
 
 def test_redact_hides_secret_names_and_known_secret_values_but_keeps_engine_arguments():

@@ -1,7 +1,7 @@
 """Seed 000's diagnosis table applied to evidence; seed 001's block-larger-than-request case."""
 
 import pytest
-from diagnosis import classify, probe_prompt
+from ansible.module_utils.diagnosis import classify, probe_prompt
 
 
 def evidence(prompt=1200, cached=1152, block=128, **extra):

@@ -1,7 +1,7 @@
 """Overlay files checked against the image's file they replace (seed 000's missing `validate_environ`)."""
 
 import pytest
-from overlay_check import check_overlay, defined_names, same_code
+from ansible.module_utils.overlay_check import check_overlay, defined_names, same_code
 
 IMAGE_FILE = '''
 """Platform interface (image copy)."""

@@ -1,6 +1,6 @@
 """Reading rank state from container state and real vLLM log lines."""
 
-from rank_watch import STAGES, failure_reason, rank_verdict, stage_of, timeouts
+from ansible.module_utils.rank_watch import STAGES, failure_reason, rank_verdict, stage_of, timeouts
 
 HEAD_WAITING = [
     "(Worker pid=36) INFO 11-29 11:51:58 [parallel_state.py:1906] world_size=2 rank=0 local_rank=0 "

@@ -2,23 +2,14 @@
 measures from the streams, the Markdown report and the chart file."""
 
 import http.server
-import importlib.util
 import json
 import threading
-from pathlib import Path
 
 import pytest
-from bench_report import compare, comparison_table, markdown_table, rows
+from ansible.module_utils.bench_report import compare, comparison_table, markdown_table, rows
+from ansible.modules import vllm_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
 BLOCK = 16  # the fake server caches whole blocks of this many prompt tokens (words)
-
-
-def load_module():
-    spec = importlib.util.spec_from_file_location("vllm_benchmark", ROOT / "library" / "vllm_benchmark.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture()
@@ -59,7 +50,7 @@ def fake_server():
 
 
 def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_server):
-    module = load_module()
+    module = vllm_benchmark
     url, seen = fake_server
     measurements = module.measure(url, "tiny-llama", [100, 300], 8, timeout_s=30, nonce="bench-test")
     assert [m["name"] for m in measurements] == [
@@ -86,7 +77,7 @@ def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_ser
 
 
 def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
-    module = load_module()
+    module = vllm_benchmark
     url, _ = fake_server
     measurements = module.measure(url, "tiny-llama", [100], 8, timeout_s=30, nonce="bench-repeat", repeats=3)
     assert [(m["name"], m["repeat"]) for m in measurements if m["kind"] == "cold"] == [
@@ -102,7 +93,7 @@ def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
 
 
 def test_report_markdown_and_chart(tmp_path):
-    module = load_module()
+    module = vllm_benchmark
     table_rows = [
         {
             "input_words": 1000,
@@ -144,7 +135,7 @@ def test_report_markdown_and_chart(tmp_path):
 
 
 def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sent(tmp_path):
-    module = load_module()
+    module = vllm_benchmark
     row = {
         "input_words": 100,
         "prompt_tokens": 130,
@@ -186,7 +177,7 @@ def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sen
 
 
 def test_report_names_the_deployment_measured():
-    module = load_module()
+    module = vllm_benchmark
     record = {
         "id": "20261201T075000Z-spark-pair-deploy",
         "profile_name": "pair",
