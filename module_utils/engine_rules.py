@@ -11,9 +11,35 @@ import re
 
 try:  # inside an Ansible module (AnsiballZ bundles these by their ansible.module_utils name)
     from ansible.module_utils.hybrid_block import predict_block
+    from ansible.module_utils.input_rules import (
+        MODEL_ID,
+        RANK_DESTS,
+        REDACTED,
+        SECRET_DESTS,
+        address_problem,
+        allocator_problems,
+        has_newline,
+        model_config_problems,
+        same_link_problem,
+        secret_env_name,
+        value_problem,
+    )
     from ansible.module_utils.vllm_catalogs import catalog_for
 except ImportError:  # plain pytest / tools: module_utils/ is on sys.path
     from hybrid_block import predict_block
+    from input_rules import (
+        MODEL_ID,
+        RANK_DESTS,
+        REDACTED,
+        SECRET_DESTS,
+        address_problem,
+        allocator_problems,
+        has_newline,
+        model_config_problems,
+        same_link_problem,
+        secret_env_name,
+        value_problem,
+    )
     from vllm_catalogs import catalog_for
 
 PLATFORMS = {
@@ -23,32 +49,9 @@ PLATFORMS = {
     "cpu": 1,
 }
 
-# Keys the PyTorch CUDA caching allocator accepts in PYTORCH_(CUDA_)ALLOC_CONF (torch 2.9+);
-# any other key makes CUDA initialisation fail inside the engine.
-ALLOCATOR_KEYS = frozenset(
-    {
-        "backend",
-        "expandable_segments",
-        "garbage_collection_threshold",
-        "graph_capture_record_stream_reuse",
-        "max_non_split_rounding_mb",
-        "max_split_size_mb",
-        "per_process_memory_fraction",
-        "pinned_max_round_threshold_mb",
-        "pinned_num_register_threads",
-        "pinned_reserve_segment_size_mb",
-        "pinned_use_background_threads",
-        "pinned_use_cuda_host_register",
-        "release_lock_on_cudamalloc",
-        "roundup_power2_divisions",
-    }
-)
 ALLOCATOR_ENV = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
-
-# Engine arguments that the deployment (inventory, rank, secrets) decides, never the profile.
-RANK_ARGS = ("nnodes", "node_rank", "master_addr", "master_port", "headless")
-SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 API_KEY_FILE_ENV = "SPARK_SERVE_API_KEY_FILE"
+BOOL_WORDS = ("true", "false", "yes", "no", "0", "1", "on", "off")
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's CacheConfig default
 WHEN = {"startup": "at startup", "load": "while loading the model", "after_load": "only after the model load"}
@@ -59,19 +62,28 @@ def violation(field, value, rule, message):
 
 
 class Renderer:
-    """Collects argv and violations for one rank of one profile."""
+    """Collects argv, parsed values and violations for one rank of one profile."""
 
     def __init__(self, catalog):
         self.catalog = catalog
         self.flags = catalog["FLAGS"]
         self.version = catalog["ENGINE_VERSION"]
+        self.dash_o = (catalog.get("CLI_SYNTAX") or {}).get("dash_O") or []
         self.by_option = {}
         for dest, spec in self.flags.items():
             for opt in spec["options"] + spec["negatives"]:
                 self.by_option[opt] = dest
         self.argv = []
+        self.values = {}  # dest -> parsed value, what the engine will see
         self.violations = []
         self.seen = {}  # dest -> field that set it
+        self.dotted = {}  # dest -> (field, merged mapping) from --json-flag.key value
+
+    def fail(self, field, value, rule, message):
+        self.violations.append(violation(field, value, rule, message))
+
+    def prefix_matches(self, option):
+        return sorted(o for o in self.by_option if o.startswith(option))
 
     def canonical_option(self, option):
         """The option string vLLM's parser resolves `option` to: underscores are dashes, and a unique prefix
@@ -83,7 +95,7 @@ class Renderer:
         option = "--" + option[2:].replace("_", "-")
         if option in self.by_option:
             return option
-        matches = [o for o in self.by_option if o.startswith(option)]
+        matches = self.prefix_matches(option)
         return matches[0] if len(matches) == 1 else None
 
     def dest_for_option(self, option):
@@ -101,14 +113,12 @@ class Renderer:
 
     def claim(self, dest, field, value):
         if dest in self.seen:
-            self.violations.append(
-                violation(
-                    field,
-                    value,
-                    "duplicate-option",
-                    f"sets --{dest.replace('_', '-')} which {self.seen[dest]} already sets; vLLM keeps only "
-                    "the last occurrence, so one of them would be silently ignored",
-                )
+            self.fail(
+                field,
+                value,
+                "duplicate-option",
+                f"sets --{dest.replace('_', '-')} which {self.seen[dest]} already sets; vLLM keeps only "
+                "the last occurrence, so one of them would be silently ignored",
             )
             return False
         self.seen[dest] = field
@@ -117,72 +127,209 @@ class Renderer:
     def unknown(self, field, value, name):
         near = difflib.get_close_matches(name, list(self.flags), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
-        self.violations.append(
-            violation(
-                field,
-                value,
-                "unknown-flag",
-                f"vLLM {self.version} has no engine argument '{name}' (flag catalog){hint}",
-            )
+        self.fail(
+            field, value, "unknown-flag", f"vLLM {self.version} has no engine argument '{name}' (flag catalog){hint}"
         )
 
-    def add(self, key, value, field):
+    def refused_dest(self, dest, field, value):
+        """True (and a violation) for arguments the profile may never set: secrets and rank topology."""
+        if dest in SECRET_DESTS:
+            self.fail(
+                field,
+                REDACTED,
+                "secret-in-argv",
+                f"--{dest.replace('_', '-')} in argv shows in every process list, compose file and record; "
+                "use api_key_file",
+            )
+            return True
+        if dest in RANK_DESTS:
+            self.fail(
+                field,
+                value,
+                "rank-args",
+                f"--{dest.replace('_', '-')} is decided per rank from the inventory (spark_nodes, its order "
+                "and the head's fast-link address); remove it from the profile",
+            )
+            return True
+        return False
+
+    def add(self, key, value, field, trusted=False):
+        """One engine mapping entry; `trusted` entries come from the inventory (rank flags)."""
         dest = self.dest_for_key(key)
         if dest is None:
             self.unknown(field, value, key)
             return
-        if not self.claim(dest, field, value):
+        if (not trusted and self.refused_dest(dest, field, value)) or not self.claim(dest, field, value):
             return
+        self.render(dest, value, field, value)
+
+    def render(self, dest, value, field, shown):
+        """Append one flag in the catalog's canonical spelling after type and bound checks."""
         tokens, problem = render_value(self.flags[dest], value)
         if problem:
-            self.violations.append(violation(field, value, "flag-type", f"{problem} (vLLM {self.version})"))
+            self.fail(field, shown, "flag-type", f"{problem} (vLLM {self.version})")
+            return
+        bound = value_problem(dest, parsed_value(self.flags[dest], value))
+        if bound:
+            self.fail(field, shown, bound[0], bound[1])
             return
         self.argv.extend(tokens)
+        self.values[dest] = parsed_value(self.flags[dest], value)
 
     def add_raw(self, raw_args, field):
-        """Extra args given as raw strings: each option is checked and claimed like a mapping key."""
+        """Extra args given as raw strings, read the way vLLM's FlexibleArgumentParser reads them."""
+        tokens = [str(t) for t in raw_args]
         i = 0
-        while i < len(raw_args):
-            token = str(raw_args[i])
-            item_field = f"{field}[{i}]"
-            option, _, inline = token.partition("=")
-            if not option.startswith("-"):
-                self.violations.append(
-                    violation(item_field, token, "extra-args-shape", "expected an option starting with '-'")
-                )
-                i += 1
-                continue
-            dest = self.dest_for_option(option)
-            if dest is None:
-                self.unknown(item_field, token, option.lstrip("-").replace("-", "_"))
-                i += 1
-                continue
-            spec = self.flags[dest]
-            takes_value = spec["kind"] != "bool"
-            values = [inline] if inline else []
-            i += 1
-            if takes_value and not inline:
-                while i < len(raw_args) and not (str(raw_args[i]).startswith("-") and len(values) > 0):
-                    values.append(str(raw_args[i]))
-                    i += 1
-                    if spec.get("nargs") not in ("+", "*"):
-                        break
-            if not self.claim(dest, item_field, token):
-                continue
-            if takes_value and not values:
-                self.violations.append(violation(item_field, token, "flag-type", f"{option} needs a value"))
-                continue
-            if not takes_value:
-                stored = spec.get("store", True)
-                value = not stored if self.canonical_option(option) in spec["negatives"] else stored
-            else:
-                value = values if spec["kind"] == "list" else values[0]
-            # Rendered in the catalog's canonical spelling, so abbreviations and underscores come out plain.
-            tokens, problem = render_value(spec, value)
-            if problem:
-                self.violations.append(violation(item_field, token, "flag-type", f"{problem} (vLLM {self.version})"))
-                continue
-            self.argv.extend(tokens)
+        while i < len(tokens):
+            i = self.add_raw_option(tokens, i, f"{field}[{i}]")
+        for dest, (item_field, merged) in self.dotted.items():
+            if self.claim(dest, item_field, merged):
+                self.render(dest, merged, item_field, merged)
+
+    def add_raw_option(self, tokens, i, item_field):
+        """Read the option at tokens[i] (and its values); returns the index of the next option."""
+        token = tokens[i]
+        if has_newline(token):
+            self.fail(item_field, token, "no-newline", "must not contain a line break")
+            return i + 1
+        if token.startswith("-O") and not token.startswith("--") and self.dash_o:
+            return self.add_dash_o(tokens, i, item_field)
+        option, _, inline = token.partition("=")
+        if not option.startswith("-"):
+            self.fail(item_field, token, "extra-args-shape", "expected an option starting with '-'")
+            return i + 1
+        if "." in option and option.startswith("--"):
+            return self.add_dotted(tokens, i, item_field)
+        dest = self.dest_for_option(option)
+        if dest is None:
+            self.unresolved(option, item_field, token)
+            return skip_values(tokens, i + 1)
+        spec = self.flags[dest]
+        if spec["kind"] == "bool":
+            return self.add_raw_bool(tokens, i, item_field, dest)
+        values, i = raw_values(tokens, i + 1, inline, spec)
+        shown = REDACTED if dest in SECRET_DESTS else token
+        if self.refused_dest(dest, item_field, shown) or not self.claim(dest, item_field, shown):
+            return i
+        if not values:
+            self.fail(item_field, token, "flag-type", f"{option} needs a value")
+            return i
+        value = values if spec["kind"] == "list" else coerce(spec["kind"], values[0])
+        self.render(dest, value, item_field, token)
+        return i
+
+    def unresolved(self, option, item_field, token):
+        """An option the catalog cannot resolve: ambiguous prefix or unknown. Its value is never echoed."""
+        shown = option + ("=..." if "=" in token else "")
+        spelled = "--" + option[2:].replace("_", "-") if option.startswith("--") else option
+        candidates = self.prefix_matches(spelled) if spelled.startswith("--") else []
+        if len(candidates) > 1:
+            self.fail(
+                item_field,
+                shown,
+                "ambiguous-option",
+                f"{option} is an abbreviation of {len(candidates)} options in vLLM {self.version} "
+                f"({', '.join(candidates[:8])}{', ...' if len(candidates) > 8 else ''}); the engine refuses "
+                "it; spell the option out",
+            )
+        else:
+            self.unknown(item_field, shown, option.lstrip("-").replace("-", "_"))
+
+    def add_raw_bool(self, tokens, i, item_field, dest):
+        """A boolean flag takes no value: argparse refuses `--flag=false`, and `--flag false` leaves a stray
+        positional. Both are refused here rather than rendered as the bare flag (which would invert them)."""
+        token = tokens[i]
+        option, has_inline, inline = token.partition("=")
+        spec = self.flags[dest]
+        follower = tokens[i + 1] if i + 1 < len(tokens) else None
+        stray = follower is not None and follower.lower() in BOOL_WORDS
+        if has_inline or stray:
+            value = inline if has_inline else follower
+            positive, negative = spec["options"][:1], sorted(spec["negatives"])[:1]
+            spellings = " or ".join(positive + negative) or option
+            self.fail(
+                item_field,
+                f"{option} {value}" if stray else token,
+                "bool-takes-no-value",
+                f"vLLM {self.version}'s parser reads no value after a boolean flag (it refuses "
+                f"'{option}={value}' or keeps '{value}' as a stray argument); write {spellings}, or set "
+                f"engine.{dest}: true/false",
+            )
+            return i + (2 if stray else 1)
+        if self.refused_dest(dest, item_field, token) or not self.claim(dest, item_field, token):
+            return i + 1
+        stored = spec.get("store", True)
+        value = not stored if self.canonical_option(option) in spec["negatives"] else stored
+        self.render(dest, value, item_field, token)
+        return i + 1
+
+    def add_dash_o(self, tokens, i, item_field):
+        """-O3, -O=3 and -O 3 are the optimization level (FlexibleArgumentParser rewrites them)."""
+        token = tokens[i]
+        if token == "-O":
+            if i + 1 >= len(tokens):
+                self.fail(item_field, token, "flag-type", "-O needs a level")
+                return i + 1
+            level, nxt = tokens[i + 1], i + 2
+        else:
+            level, nxt = token[3:] if token[2:3] == "=" else token[2:], i + 1
+        dest = self.dash_o[0]
+        if self.claim(dest, item_field, token):
+            self.render(dest, coerce(self.flags[dest]["kind"], level), item_field, token)
+        return nxt
+
+    def add_dotted(self, tokens, i, item_field):
+        """--speculative-config.num_speculative_tokens 4: one key of a JSON flag, merged like vLLM merges it."""
+        token = tokens[i]
+        option, has_inline, inline = token.partition("=")
+        base, *keys = option.split(".")
+        dest = self.dest_for_option(base)
+        if dest is None or self.flags[dest]["kind"] != "json" or not all(keys):
+            self.fail(item_field, token, "dotted-json-key", f"{base} is not a JSON config flag of vLLM {self.version}")
+            return i + 1
+        if not has_inline and i + 1 >= len(tokens):
+            self.fail(item_field, token, "flag-type", f"{option} needs a value")
+            return i + 1
+        raw, nxt = (inline, i + 1) if has_inline else (tokens[i + 1], i + 2)
+        value = coerce("json", raw)
+        field, merged = self.dotted.setdefault(dest, (item_field, {}))
+        node = merged
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                break
+        if not isinstance(node, dict) or keys[-1] in node:
+            self.fail(item_field, token, "duplicate-option", f"{option} is already set by {field}")
+        else:
+            node[keys[-1]] = value
+        return nxt
+
+
+def raw_values(tokens, i, inline, spec):
+    """The values that follow an option in raw args, and the index after them."""
+    if inline:
+        return [inline], i
+    values = []
+    while i < len(tokens) and not (tokens[i].startswith("-") and values):
+        values.append(tokens[i])
+        i += 1
+        if spec.get("nargs") not in ("+", "*"):
+            break
+    return values, i
+
+
+def skip_values(tokens, i):
+    """Index of the next option after an unresolved one (its values are not reported on their own)."""
+    while i < len(tokens) and not tokens[i].startswith("-"):
+        i += 1
+    return i
+
+
+def parsed_value(spec, value):
+    """The value as the engine will hold it (JSON text parsed)."""
+    if spec["kind"] == "json" and isinstance(value, str):
+        return coerce("json", value)
+    return value
 
 
 def render_value(spec, value):
@@ -219,7 +366,7 @@ def render_value(spec, value):
         if bad:
             return [], f"items must be scalars, got {bad!r}"
         return [option] + [str(v) for v in items], check_choices(spec, items)
-    if isinstance(value, (dict, list)) or isinstance(value, bool):
+    if isinstance(value, (dict, list, bool)):
         return [], f"must be a {kind}, got {type(value).__name__}"
     if kind == "int":
         if isinstance(value, float) or not re.fullmatch(r"-?\d+", str(value)):
@@ -274,11 +421,6 @@ def model_max_len(model_config):
     return limit
 
 
-def model_dtype(model_config):
-    cfg = model_text_config(model_config)
-    return cfg.get("dtype") or cfg.get("torch_dtype") or model_config.get("dtype") or model_config.get("torch_dtype")
-
-
 class Plan:
     """Everything vllm_args decides for one rank: argv, env, block prediction, warnings, violations."""
 
@@ -297,7 +439,7 @@ class Plan:
         platform = p.get("platform", "gb10")
         version = p["engine_version"]
         nodes = p.get("nodes") or 1
-        model_config = p.get("model_config") or {}
+        model_config = self.checked_model_config(p.get("model_config"))
 
         if platform not in PLATFORMS:
             self.fail("platform", platform, "platform", f"must be one of {sorted(PLATFORMS)}")
@@ -309,34 +451,16 @@ class Plan:
             return self.result(None, [], {}, None)
 
         renderer = Renderer(catalog)
-        renderer.argv = ["vllm", "serve", str(p.get("model") or model_config.get("_name_or_path") or "")]
-        if not renderer.argv[-1]:
-            self.fail("model", p.get("model"), "required", "the model id or path to serve is required")
+        renderer.argv = ["vllm", "serve", self.model_arg(model_config)]
         if p.get("revision"):
-            renderer.add("revision", str(p["revision"]), "revision")
+            renderer.add("revision", str(p["revision"]), "revision", trusted=True)
         for key, value in engine.items():
-            if renderer.dest_for_key(key) in RANK_ARGS:
-                self.fail(
-                    f"engine.{key}",
-                    value,
-                    "rank-args",
-                    "is decided per rank from the inventory (nodes, node_rank, master_addr); remove it",
-                )
-                continue
-            if renderer.dest_for_key(key) == "api_key":
-                self.fail(
-                    f"engine.{key}",
-                    "<redacted>",
-                    "secret-in-argv",
-                    "an API key in argv shows in every process list; use api_key_file",
-                )
-                continue
             renderer.add(key, value, f"engine.{key}")
         self.add_rank_args(renderer, nodes)
         renderer.add_raw(list(p.get("extra_args") or []), "extra_args")
         self.violations.extend(renderer.violations)
 
-        values = self.effective_engine(engine, renderer)
+        values = renderer.values
         block = self.check_block(model_config, values, platform, version, env)
         self.check_parallel(model_config, values, platform, nodes)
         self.check_sizes(model_config, values)
@@ -359,53 +483,68 @@ class Plan:
             )
         return self.result(catalog, renderer.argv, rendered_env, block)
 
+    def checked_model_config(self, model_config):
+        """The config.json mapping, or {} (model-dependent checks skipped) after naming every bad key."""
+        source = self.p.get("model_config_path") or "the model config"
+        problems = model_config_problems(model_config) if model_config is not None else []
+        for key, value, problem in problems:
+            self.fail(f"model_config.{key}", value, "model-config", f"{source}: {key} {problem}")
+        return {} if problems or not model_config else model_config
+
+    def model_arg(self, model_config):
+        model = self.p.get("model") or (model_config.get("_name_or_path") if isinstance(model_config, dict) else "")
+        if not model:
+            self.fail("model", self.p.get("model"), "required", "the model id or path to serve is required")
+        elif not MODEL_ID.match(str(model)):
+            self.fail(
+                "model",
+                model,
+                "safe-name",
+                f"must be a repository id (org/name) or an absolute path matching {MODEL_ID.pattern}",
+            )
+        return str(model or "")
+
     def add_rank_args(self, renderer, nodes):
+        """Rank flags from the inventory: node count, this node's rank, the head's fast-link address."""
         p = self.p
         if nodes <= 1:
             return
         rank = p.get("node_rank", 0)
-        renderer.add("nnodes", nodes, "nodes")
-        renderer.add("node_rank", rank, "node_rank")
-        if not p.get("master_addr"):
-            self.fail(
-                "master_addr",
-                p.get("master_addr"),
-                "required",
-                f"nodes={nodes} needs the head node's address on the fast link",
-            )
-        else:
-            renderer.add("master_addr", str(p["master_addr"]), "master_addr")
-        if p.get("master_port"):
-            renderer.add("master_port", p["master_port"], "master_port")
+        renderer.add("nnodes", nodes, "nodes", trusted=True)
+        renderer.add("node_rank", rank, "node_rank", trusted=True)
+        if self.master_addr_ok(nodes):
+            renderer.add("master_addr", str(p["master_addr"]), "master_addr", trusted=True)
+        if p.get("master_port") is not None:
+            renderer.add("master_port", p["master_port"], "master_port", trusted=True)
         if rank != 0:
-            renderer.add("headless", True, "node_rank")
+            renderer.add("headless", True, "node_rank", trusted=True)
         if not 0 <= rank < nodes:
             self.fail("node_rank", rank, "node-rank", f"must be between 0 and nodes-1 ({nodes - 1})")
 
-    def effective_engine(self, engine, renderer):
-        """Engine values by dest, from the mapping and the extra args (the last word wins as in vLLM)."""
-        values = {}
-        for key, value in engine.items():
-            dest = renderer.dest_for_key(key)
-            if dest:
-                values[dest] = value
-        extra = list(self.p.get("extra_args") or [])
-        for i, token in enumerate(extra):
-            option, _, inline = str(token).partition("=")
-            dest = renderer.dest_for_option(option)
-            if not dest:
-                continue
-            spec = renderer.flags[dest]
-            if spec["kind"] == "bool":
-                stored = spec.get("store", True)
-                values[dest] = not stored if renderer.canonical_option(option) in spec["negatives"] else stored
-            elif inline or i + 1 < len(extra):
-                raw = inline or str(extra[i + 1])
-                values[dest] = coerce(spec["kind"], raw)
-        return values
+    def master_addr_ok(self, nodes):
+        addr = self.p.get("master_addr")
+        if not addr:
+            self.fail("master_addr", addr, "required", f"nodes={nodes} needs the head node's address on the fast link")
+            return False
+        problem = address_problem(addr)
+        links = self.p.get("fast_link_addresses") or []
+        if not problem and links:
+            problem = same_link_problem(addr, links, self.p.get("fast_link_prefix_length") or 24)
+        if problem:
+            self.fail(
+                "master_addr",
+                addr,
+                "master-addr",
+                f"{problem}; the head's fast-link address comes from the "
+                "inventory (roce_network_address of the first spark_nodes host)",
+            )
+            return False
+        return True
 
     def check_block(self, model_config, values, platform, version, env):
         if not model_config:
+            if any(v["rule"] == "model-config" for v in self.violations):
+                return None  # already named key by key
             self.fail(
                 "model_config",
                 model_config,
@@ -422,8 +561,9 @@ class Plan:
                 env=env,
                 cuda_version=self.p.get("cuda_version"),
             )
-        except ValueError as err:
-            self.fail("model_config", model_config.get("model_type"), "block-prediction", str(err))
+        except (ValueError, TypeError, KeyError, ZeroDivisionError) as err:
+            source = self.p.get("model_config_path") or "the model config"
+            self.fail("model_config", model_config.get("model_type"), "block-prediction", f"{source}: {err}")
             return None
         for error in block.get("errors", []):
             field = error.get("field", "engine")
@@ -465,14 +605,23 @@ class Plan:
     def check_parallel(self, model_config, values, platform, nodes):
         tp = values.get("tensor_parallel_size", 1)
         pp = values.get("pipeline_parallel_size", 1)
+        dp = values.get("data_parallel_size", 1)
         per_node = self.p.get("gpus_per_node") or PLATFORMS.get(platform, 1)
-        if isinstance(tp, int) and isinstance(pp, int) and tp * pp != nodes * per_node:
+        if all(is_int(n) for n in (tp, pp, dp)) and tp * pp * dp != nodes * per_node:
             self.fail(
                 "engine.tensor_parallel_size",
                 tp,
-                "tp-equals-ranks",
-                f"tensor_parallel_size x pipeline_parallel_size ({tp} x {pp}) must equal nodes x GPUs "
-                f"per node ({nodes} x {per_node} on {platform})",
+                "layout-equals-ranks",
+                f"tensor_parallel_size x pipeline_parallel_size x data_parallel_size ({tp} x {pp} x {dp}) "
+                f"must equal nodes x GPUs per node ({nodes} x {per_node} on {platform})",
+            )
+        if is_int(dp) and dp > 1:
+            self.fail(
+                "engine.data_parallel_size",
+                dp,
+                "data-parallel-replicas",
+                "data-parallel replicas need per-node --data-parallel-* placement flags that this deployment "
+                "does not render; deploy each replica as its own inventory behind a router",
             )
         if not isinstance(tp, int) or tp < 1:
             return
@@ -613,35 +762,43 @@ class Plan:
     def check_env(self, env, values, platform):
         rendered = {}
         for key, val in env.items():
-            if SECRET_ENV.search(key):
+            if secret_env_name(key):
                 self.fail(
                     f"env.{key}",
-                    "<redacted>",
+                    REDACTED,
                     "secret-in-env",
-                    "secrets never go into the rendered environment; use api_key_file",
+                    "a credential-like name (KEY, TOKEN, SECRET, PASSWORD) never goes into the rendered "
+                    "environment, compose file or record; use api_key_file",
                 )
-                continue
-            if isinstance(val, (dict, list)):
+            elif isinstance(val, (dict, list)) or val is None:
                 self.fail(f"env.{key}", val, "env-string", "environment values must be scalars")
-                continue
-            rendered[key] = str(val).lower() if isinstance(val, bool) else str(val)
+            elif has_newline(val):
+                self.fail(f"env.{key}", val, "no-newline", "must not contain a line break (it would inject lines)")
+            else:
+                rendered[key] = str(val).lower() if isinstance(val, bool) else str(val)
         if self.p.get("api_key_file"):
             rendered[API_KEY_FILE_ENV] = str(self.p["api_key_file"])
-        if platform == "cpu":
-            return rendered
-        util = values.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
         present = [name for name in ALLOCATOR_ENV if name in rendered]
-        for name in present:
-            pairs = parse_allocator_conf(rendered[name])
-            for key in pairs:
-                if key not in ALLOCATOR_KEYS:
-                    self.fail(
-                        f"env.{name}",
-                        rendered[name],
-                        "allocator-key",
-                        f"unknown allocator key '{key}' makes CUDA initialisation fail; "
-                        f"known keys: {', '.join(sorted(ALLOCATOR_KEYS))}",
-                    )
+        confs = {name: parse_allocator_conf(rendered[name]) for name in present}
+        for name, pairs in confs.items():
+            for rule, problem in allocator_problems(pairs):
+                self.fail(f"env.{name}", rendered[name], rule, problem)
+        if len(confs) == 2 and confs[ALLOCATOR_ENV[0]] != confs[ALLOCATOR_ENV[1]]:
+            self.fail(
+                f"env.{ALLOCATOR_ENV[1]}",
+                rendered[ALLOCATOR_ENV[1]],
+                "allocator-disagree",
+                f"differs from {ALLOCATOR_ENV[0]}={rendered[ALLOCATOR_ENV[0]]!r}; torch reads only one of "
+                "them, so one setting would be silently ignored: set one",
+            )
+        if platform != "cpu":
+            self.render_allocator_fraction(rendered, confs, values)
+        return rendered
+
+    def render_allocator_fraction(self, rendered, confs, values):
+        """per_process_memory_fraction follows gpu_memory_utilization: rendered when absent, checked when set."""
+        util = values.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
+        for name, pairs in confs.items():
             fraction = pairs.get("per_process_memory_fraction")
             if fraction is not None and not same_number(fraction, util):
                 self.fail(
@@ -654,9 +811,8 @@ class Plan:
             elif fraction is None:
                 pairs["per_process_memory_fraction"] = format_scalar(util)
                 rendered[name] = format_allocator_conf(pairs)
-        if not present:
+        if not confs:
             rendered["PYTORCH_ALLOC_CONF"] = f"per_process_memory_fraction:{format_scalar(util)}"
-        return rendered
 
     def result(self, catalog, argv, env, block):
         block = block or {}
