@@ -1,4 +1,5 @@
-"""Documentation of the options every module that talks to the running service's OpenAI API shares."""
+"""Documentation every module that talks to the running service's OpenAI API shares: its options (the argument
+spec is module_utils/openai_client.py's api_argument_spec) and its attributes."""
 
 
 class ModuleDocFragment:
@@ -15,4 +16,11 @@ options:
   api_key_file:
     description: File holding the API key on the controller; the key is sent as a bearer token, never returned.
     type: path
+attributes:
+  check_mode:
+    description: Can run in check mode; then nothing is sent to the service and the result has C(skipped=true).
+    support: full
+  diff_mode:
+    description: Would show what changed in diff mode; these modules change nothing on the service.
+    support: none
 """

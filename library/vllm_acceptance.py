@@ -55,41 +55,61 @@ passed:
   description: Whether every threshold and the tool call passed (not returned in check mode).
   returned: success
   type: bool
+  sample: false
 failures:
   description: Every failure at once, each naming the request(s), the value, the threshold and the miss.
   returned: always
   type: list
   elements: str
+  sample:
+    - "hot-1, hot-2: hot TTFT 1.84 s > hot_ttft_max_s 1.0 (missed by 0.84 s)"
 summary:
   description: Aggregates (cold_ttft_s, hot_ttft_s, hot_hit_ratio, decode_tps, counter deltas, metrics_hit_ratio,
     spec_decode_acceptance, tool_call_ok) and the per-request figures under C(requests).
   returned: always
   type: dict
+  sample:
+    cold_ttft_s: 2.41
+    hot_ttft_s: 0.31
+    hot_hit_ratio: 0.97
+    decode_tps: 61.2
+    metrics_hit_ratio: 0.58
+    spec_decode_acceptance: 0.74
+    tool_call_ok: true
+    requests: []
 requests:
   description: Raw per-request measurements (times in seconds from sending, usage, tool calls, errors).
   returned: always
   type: list
   elements: dict
+  sample:
+    - {name: cold, kind: cold, ttft_s: 2.41, last_token_s: 2.66, prompt_tokens: 1570, completion_tokens: 16,
+       cached_tokens: 0, finish_reason: length, tool_calls: []}
 nonce:
   description: The nonce at the start of this run's long prompts.
   returned: success
   type: str
+  sample: 3f9c2a7b1d0e
 skipped:
   description: True in check mode (nothing was sent).
   returned: check mode
   type: bool
+  sample: true
 """
 
 import uuid
 
 from ansible.module_utils.acceptance import counter_deltas, evaluate, request_plan, summarize
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
+from ansible.module_utils.openai_client import (
+    ServerUnreachable,
+    api_argument_spec,
+    module_api_key,
+    read_metrics,
+    stream_chat,
+)
 
-ARGUMENT_SPEC = dict(
-    url=dict(type="str", required=True),
-    model=dict(type="str", required=True),
-    api_key_file=dict(type="path", no_log=False),
+ARGUMENT_SPEC = api_argument_spec(
     acceptance=dict(type="dict", default={}),
     previous=dict(type="dict"),
     timeout_s=dict(type="float", default=600),
@@ -143,12 +163,7 @@ def main():
             summary={},
             requests=[],
         )
-    try:
-        api_key = read_api_key(params["api_key_file"])
-    except OSError as err:
-        module.fail_json(msg=f"api_key_file {params['api_key_file']}: {err.strerror}")
-    if api_key:
-        module.no_log_values.add(api_key)  # masks the key should any returned text ever contain it
+    api_key = module_api_key(module)
     try:
         result = run_gate(
             params["url"],

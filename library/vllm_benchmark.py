@@ -95,16 +95,24 @@ paths:
   description: The files written, under keys C(json), C(markdown) and C(png).
   returned: success
   type: dict
+  sample:
+    json: .spark-serve/bench/bench-20261201T080000Z.json
+    markdown: .spark-serve/bench/bench-20261201T080000Z.md
+    png: .spark-serve/bench/bench-20261201T080000Z.png
 rows:
   description: One row per input length (input_words, prompt_tokens, cold_ttft_s, hot_ttft_s, hot_cached_tokens,
     decode_tps, repeats, spread_pct); a figure no request produced is null.
   returned: success
   type: list
   elements: dict
+  sample:
+    - {input_words: 1000, prompt_tokens: 1310, cold_ttft_s: 1.2, hot_ttft_s: 0.3, hot_cached_tokens: 1296,
+       decode_tps: 60.0, repeats: 1, spread_pct: {}}
 compared_with:
   description: The earlier run's C(bench-*.json) the comparison used; empty without I(compare_with).
   returned: success
   type: str
+  sample: /work/.spark-serve/bench/bench-20261130T221501Z.json
 comparison:
   description: Per input length in both runs and metric, earlier, new, ratio, change_pct, better (lower or
     higher), noise_band_pct and verdict (better, worse, C(~ (noise)), or null without a ratio); empty without
@@ -112,28 +120,38 @@ comparison:
   returned: success
   type: list
   elements: dict
+  sample:
+    - {input_words: 1000, metric: decode_tps, earlier: 58.0, new: 60.0, ratio: 1.034, change_pct: 3.4,
+       better: higher, noise_band_pct: 3.0, verdict: better}
 table:
   description: The rows as a Markdown table.
   returned: success
   type: str
+  sample: "| input words | prompt tokens | cold TTFT (s) | ... |"
 comparison_table:
   description: The comparison as a Markdown table; empty without I(compare_with).
   returned: success
   type: str
+  sample: ""
 requests:
   description: Raw per-request measurements (times in seconds from sending, usage, input_words, errors).
   returned: success
   type: list
   elements: dict
+  sample:
+    - {name: cold-1000, kind: cold, input_words: 1000, repeat: 1, ttft_s: 1.2, last_token_s: 2.25,
+       prompt_tokens: 1310, completion_tokens: 64, cached_tokens: 0, finish_reason: length, tool_calls: []}
 problems:
   description: Failed requests and requests that did not decode exactly I(max_tokens) tokens.
   returned: success
   type: list
   elements: str
+  sample: ["cold-4000: HTTP 400 Bad Request"]
 skipped:
   description: True in check mode (nothing was sent).
   returned: check mode
   type: bool
+  sample: true
 """
 
 import glob
@@ -162,12 +180,9 @@ from ansible.module_utils.bench_report import (
     problems,
     rows,
 )
-from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, stream_chat
+from ansible.module_utils.openai_client import ServerUnreachable, api_argument_spec, module_api_key, stream_chat
 
-ARGUMENT_SPEC = dict(
-    url=dict(type="str", required=True),
-    model=dict(type="str", required=True),
-    api_key_file=dict(type="path", no_log=False),
+ARGUMENT_SPEC = api_argument_spec(
     input_words=dict(type="list", elements="int", default=[1000, 4000, 16000]),
     max_tokens=dict(type="int", default=64),
     repeats=dict(type="int", default=1),
@@ -314,12 +329,7 @@ def main():
             earlier_path, earlier_rows = earlier_run(params["compare_with"], params["dest"])
         except ValueError as err:
             module.fail_json(msg=str(err))
-    try:
-        api_key = read_api_key(params["api_key_file"])
-    except OSError as err:
-        module.fail_json(msg=f"api_key_file {params['api_key_file']}: {err.strerror}")
-    if api_key:
-        module.no_log_values.add(api_key)  # masks the key should any returned text ever contain it
+    api_key = module_api_key(module)
     try:
         measurements = measure(
             params["url"],

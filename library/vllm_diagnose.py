@@ -64,14 +64,29 @@ verdicts:
   returned: success
   type: list
   elements: dict
+  sample:
+    - verdict: prefix-caching-off
+      symptom: identical prompts are never faster
+      evidence: ["--no-enable-prefix-caching is in the head's argv"]
+      next: enable prefix caching in the profile's engine mapping
 primary:
   description: The first verdict's name (no-problem-found when nothing was found).
   returned: success
   type: str
+  sample: prefix-caching-off
 evidence:
   description: The numbers the verdicts rest on (probe measurements, counter deltas, requests served).
   returned: success
   type: dict
+  sample:
+    served_before: 12
+    warmup_requests: 3
+    uptime_s: 840.0
+    prefix_caching: false
+    effective_block: 832
+    waiting: 0
+    probes: []
+    deltas: {}
 """
 
 import uuid
@@ -79,7 +94,23 @@ import uuid
 from ansible.module_utils.acceptance import counter_deltas
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.diagnosis import classify, probe_prompt
-from ansible.module_utils.openai_client import ServerUnreachable, read_api_key, read_metrics, stream_chat
+from ansible.module_utils.openai_client import (
+    ServerUnreachable,
+    api_argument_spec,
+    module_api_key,
+    read_metrics,
+    stream_chat,
+)
+
+ARGUMENT_SPEC = api_argument_spec(
+    argv=dict(type="list", elements="str", default=[]),
+    effective_block=dict(type="int"),
+    warmup_requests=dict(type="int", default=0),
+    uptime_s=dict(type="float"),
+    probe_words=dict(type="int", default=400),
+    max_tokens=dict(type="int", default=8),
+    timeout_s=dict(type="float", default=300),
+)
 
 
 def gather(url, model, api_key, params):
@@ -108,27 +139,11 @@ def gather(url, model, api_key, params):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", required=True),
-            model=dict(type="str", required=True),
-            api_key_file=dict(type="path", no_log=False),
-            argv=dict(type="list", elements="str", default=[]),
-            effective_block=dict(type="int"),
-            warmup_requests=dict(type="int", default=0),
-            uptime_s=dict(type="float"),
-            probe_words=dict(type="int", default=400),
-            max_tokens=dict(type="int", default=8),
-            timeout_s=dict(type="float", default=300),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: no probe was sent")
     params = module.params
-    api_key = read_api_key(params["api_key_file"])
-    if api_key:
-        module.no_log_values.add(api_key)
+    api_key = module_api_key(module)
     try:
         evidence = gather(params["url"].rstrip("/"), params["model"], api_key, params)
     except ServerUnreachable as err:

@@ -21,11 +21,38 @@ class ServerUnreachable(RuntimeError):
     """The server did not answer (refused, reset, timed out): a transport error, not a measurement."""
 
 
+def api_argument_spec(**module_options):
+    """Argument spec of a module that talks to the service's OpenAI API: url, model and api_key_file (documented
+    once, in doc_fragments/vllm_api.py) and the module's own options."""
+    return dict(
+        url=dict(type="str", required=True),
+        model=dict(type="str", required=True),
+        api_key_file=dict(type="path", no_log=False),
+        **module_options,
+    )
+
+
 def read_api_key(path):
     if not path:
         return None
     with open(path, encoding="utf-8") as handle:
         return handle.read().strip() or None
+
+
+def module_api_key(module):
+    """The key in the module's api_key_file (None without one), masked in all of the module's output.
+
+    Fails the module, naming the file, when it cannot be read (the duck-typed module keeps this file free of
+    Ansible imports).
+    """
+    path = module.params["api_key_file"]
+    try:
+        api_key = read_api_key(path)
+    except OSError as err:
+        module.fail_json(msg=f"api_key_file {path}: {err.strerror}")
+    if api_key:
+        module.no_log_values.add(api_key)  # masks the key should any returned text ever contain it
+    return api_key
 
 
 def _headers(api_key):

@@ -50,9 +50,8 @@ def fake_server():
 
 
 def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_server):
-    module = vllm_benchmark
     url, seen = fake_server
-    measurements = module.measure(url, "tiny-llama", [100, 300], 8, timeout_s=30, nonce="bench-test")
+    measurements = vllm_benchmark.measure(url, "tiny-llama", [100, 300], 8, timeout_s=30, nonce="bench-test")
     assert [m["name"] for m in measurements] == [
         "warmup-100",
         "cold-100",
@@ -72,14 +71,13 @@ def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_ser
         assert row["prompt_tokens"] == cold["prompt_tokens"]
         assert row["hot_cached_tokens"] == cold["prompt_tokens"] // BLOCK * BLOCK > 0
     assert second["prompt_tokens"] - first["prompt_tokens"] == 200
-    assert module.problems(measurements, 8) == []
-    assert module.problems(measurements, 9)[0] == "warmup-100: decoded 8 tokens, not max_tokens 9"
+    assert vllm_benchmark.problems(measurements, 8) == []
+    assert vllm_benchmark.problems(measurements, 9)[0] == "warmup-100: decoded 8 tokens, not max_tokens 9"
 
 
 def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
-    module = vllm_benchmark
     url, _ = fake_server
-    measurements = module.measure(url, "tiny-llama", [100], 8, timeout_s=30, nonce="bench-repeat", repeats=3)
+    measurements = vllm_benchmark.measure(url, "tiny-llama", [100], 8, timeout_s=30, nonce="bench-repeat", repeats=3)
     assert [(m["name"], m["repeat"]) for m in measurements if m["kind"] == "cold"] == [
         ("cold.1-100", 1),
         ("cold.2-100", 2),
@@ -93,7 +91,6 @@ def test_measure_repeats_and_rows_take_medians_per_length(fake_server):
 
 
 def test_report_markdown_and_chart(tmp_path):
-    module = vllm_benchmark
     table_rows = [
         {
             "input_words": 1000,
@@ -121,21 +118,20 @@ def test_report_markdown_and_chart(tmp_path):
         "compare_with": "/tmp/bench-old.json",
         "noise_pct": 3.0,
     }
-    text = module.report_markdown(
+    text = vllm_benchmark.report_markdown(
         meta, markdown_table(table_rows), comparison_table(comparison), ["cold-4000: HTTP 400"]
     )
     assert markdown_table(table_rows) in text and comparison_table(comparison) in text
     assert "## Compared with /tmp/bench-old.json" in text and "noise band (3.0 %, or the wider spread" in text
     assert text.rstrip().endswith("- cold-4000: HTTP 400")
-    without = module.report_markdown(dict(meta, compare_with=None), markdown_table(table_rows), "", [])
+    without = vllm_benchmark.report_markdown(dict(meta, compare_with=None), markdown_table(table_rows), "", [])
     assert "Compared with" not in without and "Problems" not in without
     png = tmp_path / "bench.png"
-    module.write_png(str(png), table_rows, "m")
+    vllm_benchmark.write_png(str(png), table_rows, "m")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sent(tmp_path):
-    module = vllm_benchmark
     row = {
         "input_words": 100,
         "prompt_tokens": 130,
@@ -162,22 +158,21 @@ def test_compare_with_takes_a_run_file_or_a_deployment_id_before_anything_is_sen
     newer = run("20261201T110000Z", "20261201T095000Z-spark-pair-deploy", 75.0)
     other = run("20261201T120000Z", "20261201T115000Z-spark-pair-rollback", 90.0)
     (tmp_path / "bench-20261201T130000Z.json").write_text("{ cut short")
-    assert module.earlier_run(older, str(tmp_path)) == (older, [dict(row, decode_tps=70.0)])
-    assert module.earlier_run("20261201T095000Z-spark-pair-deploy", str(tmp_path))[0] == newer
-    assert module.earlier_run("20261201T115000Z-spark-pair-rollback", str(tmp_path))[0] == other
+    assert vllm_benchmark.earlier_run(older, str(tmp_path)) == (older, [dict(row, decode_tps=70.0)])
+    assert vllm_benchmark.earlier_run("20261201T095000Z-spark-pair-deploy", str(tmp_path))[0] == newer
+    assert vllm_benchmark.earlier_run("20261201T115000Z-spark-pair-rollback", str(tmp_path))[0] == other
     with pytest.raises(ValueError) as refused:
-        module.earlier_run("20261130T000000Z-spark-pair-deploy", str(tmp_path))
+        vllm_benchmark.earlier_run("20261130T000000Z-spark-pair-deploy", str(tmp_path))
     assert str(refused.value) == (
         f"compare_with 20261130T000000Z-spark-pair-deploy: neither a bench-*.json nor a deployment with a benchmark "
         f"run in {tmp_path} (deployments measured there: ['20261201T095000Z-spark-pair-deploy', "
         f"'20261201T115000Z-spark-pair-rollback'])"
     )
     with pytest.raises(ValueError, match="not a readable bench-"):
-        module.earlier_run(str(tmp_path / "bench-20261201T130000Z.json"), str(tmp_path))
+        vllm_benchmark.earlier_run(str(tmp_path / "bench-20261201T130000Z.json"), str(tmp_path))
 
 
 def test_report_names_the_deployment_measured():
-    module = vllm_benchmark
     record = {
         "id": "20261201T075000Z-spark-pair-deploy",
         "profile_name": "pair",
@@ -185,7 +180,7 @@ def test_report_names_the_deployment_measured():
         "image": {"ref": "10.0.0.2:5000/vllm@sha256:ab", "id": "sha256:cd"},
         "ranks": [{"argv": ["serve"]}],
     }
-    assert module.deployment_summary(None) is None
+    assert vllm_benchmark.deployment_summary(None) is None
     meta = {
         "created_utc": "20261201T080000Z",
         "url": "http://h:8000",
@@ -193,7 +188,7 @@ def test_report_names_the_deployment_measured():
         "max_tokens": 64,
         "compare_with": "",
         "noise_pct": 3.0,
-        "deployment": module.deployment_summary(record),
+        "deployment": vllm_benchmark.deployment_summary(record),
     }
     assert meta["deployment"] == {
         "id": record["id"],
@@ -201,7 +196,7 @@ def test_report_names_the_deployment_measured():
         "status": "passed",
         "image": "10.0.0.2:5000/vllm@sha256:ab",
     }
-    text = module.report_markdown(meta, "| table |\n", "", [])
+    text = vllm_benchmark.report_markdown(meta, "| table |\n", "", [])
     assert (
         "Measured on deployment 20261201T075000Z-spark-pair-deploy (profile pair, passed, image "
         "10.0.0.2:5000/vllm@sha256:ab)."
