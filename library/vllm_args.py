@@ -57,8 +57,18 @@ options:
     description: Head node address on the fast link; required when O(nodes) > 1.
     type: str
   master_port:
-    description: Port of the distributed store on the head.
+    description: Port of the distributed store on the head (1-65535).
     type: int
+  fast_link_addresses:
+    description:
+      - Every node's fast-link address in rank order; O(master_addr) must be on the same subnet.
+    type: list
+    elements: str
+    default: []
+  fast_link_prefix_length:
+    description: Prefix length of the fast-link subnet.
+    type: int
+    default: 24
   gpus_per_node:
     description: GPUs (ranks) per node; defaults by platform (gb10 1, cpu 1, sm90 8).
     type: int
@@ -146,9 +156,14 @@ warnings:
   returned: always
   type: list
 violations:
-  description: Every problem found, each with field, value, rule and message.
+  description: Every problem found, each with field, value (redacted for secrets), rule and message.
   returned: failed
   type: list
+violation_lines:
+  description: The violations as one line each (message and rule), as printed in RV(msg).
+  returned: failed
+  type: list
+  elements: str
 """
 
 import json
@@ -156,7 +171,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.engine_rules import PLATFORMS, plan
+from ansible.module_utils.engine_rules import PLATFORMS, plan, violation
 from ansible.module_utils.vllm_catalogs import DEFAULT_ENGINE_VERSION
 
 ARGUMENT_SPEC = dict(
@@ -172,6 +187,8 @@ ARGUMENT_SPEC = dict(
     node_rank=dict(type="int", default=0),
     master_addr=dict(type="str"),
     master_port=dict(type="int"),
+    fast_link_addresses=dict(type="list", elements="str", default=[]),
+    fast_link_prefix_length=dict(type="int", default=24),
     gpus_per_node=dict(type="int"),
     extra_args=dict(type="list", elements="str", default=[]),
     moe_table=dict(type="dict", options=dict(dtype=dict(type="str"), block_shape=dict(type="list", elements="int"))),
@@ -221,18 +238,24 @@ def write_atomically(module, dest, content):
     module.atomic_move(tmp, dest)
 
 
+def refuse(module, violations):
+    """Fail with the violations only (one line each), never the rendered argv or a JSON dump of the input."""
+    lines = [f"- {v['message']} [rule: {v['rule']}]" for v in violations]
+    module.fail_json(
+        msg=f"{len(violations)} violation(s) in the vLLM engine profile; nothing was written:\n" + "\n".join(lines),
+        violations=violations,
+        violation_lines=lines,
+    )
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = dict(module.params)
     model_config, problem = load_model_config(params["model_config"])
     if problem:
-        message = f"model_config={params['model_config']!r}: {problem}"
-        module.fail_json(
-            msg=message,
-            violations=[
-                {"field": "model_config", "value": params["model_config"], "rule": "model-config", "message": message}
-            ],
-        )
+        refuse(module, [violation("model_config", params["model_config"], "model-config", problem)])
+    if not isinstance(params["model_config"], dict):
+        params["model_config_path"] = str(params["model_config"])
     params["model_config"] = model_config
     folder = params.get("tuned_config_dir")
     params["tuned_config_files"] = sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else None
@@ -242,12 +265,7 @@ def main():
     for warning in result.pop("warnings"):
         module.warn(warning)  # Ansible returns them as the result's `warnings`
     if violations:
-        lines = "\n".join(f"- {v['message']} [rule: {v['rule']}]" for v in violations)
-        module.fail_json(
-            msg=f"{len(violations)} violation(s) in the vLLM engine profile; nothing was changed:\n{lines}",
-            violations=violations,
-            **result,
-        )
+        refuse(module, violations)
 
     changed, diff = False, None
     dest = params.get("dest")

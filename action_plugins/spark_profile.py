@@ -1,0 +1,148 @@
+"""Action plugin: resolve the inventory's deployment profile on the controller and check its shape.
+
+Reads spark_serve_profiles, spark_serve_profile and spark_serve_profile_overrides untemplated from the task
+vars, templates them value by value (so an undefined variable is reported with the profile field it sits in,
+not as a templating traceback), merges the overrides, validates the result against the JSON Schema, and
+lists every problem at once. Values under credential-like names are never echoed.
+"""
+
+import json
+import re
+
+import jsonschema
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+DOCUMENTATION = r"""
+---
+action: spark_profile
+short_description: Resolve and shape-check the inventory's deployment profile (controller only)
+description:
+  - Looks up O(name) in C(spark_serve_profiles), templates every value, merges C(spark_serve_profile_overrides)
+    recursively (mappings merge, lists are replaced), and validates the result against O(schema).
+  - Fails with one line per problem, each naming the field, the file it comes from and the rule.
+options:
+  name:
+    description: The profile name (C(spark_serve_profile)).
+    type: str
+    required: true
+  schema:
+    description: Path of the profile JSON Schema on the controller.
+    type: path
+    required: true
+  profiles_file:
+    description: Where C(spark_serve_profiles) is defined, named in messages.
+    type: str
+    default: group_vars/all/profiles.yml
+"""
+
+PROFILES_VAR = "spark_serve_profiles"
+OVERRIDES_VAR = "spark_serve_profile_overrides"
+SECRET_PATH = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+
+
+def merge(base, override):
+    """combine(recursive=true): mappings merge key by key, anything else is replaced."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def dotted(path):
+    return ".".join(str(p) for p in path) or "(profile)"
+
+
+def schema_problems(profile, schema):
+    """One line per schema violation, naming the field; secret-looking fields never show their value."""
+    validator = jsonschema.Draft202012Validator(schema)
+    lines = []
+    for error in sorted(validator.iter_errors(profile), key=lambda e: list(map(str, e.absolute_path))):
+        field = dotted(error.absolute_path)
+        message = error.message
+        if SECRET_PATH.search(field) or SECRET_PATH.search(json.dumps(error.instance, default=str)):
+            message = f"<redacted> fails the schema rule '{error.validator}'"
+        lines.append(f"{field}: {message} [rule: schema {error.validator}]")
+    return lines
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        name, profiles_file = args.get("name"), args.get("profiles_file", "group_vars/all/profiles.yml")
+        inventory = task_vars.get("inventory_dir") or "the inventory"
+        problems = []
+        profiles = self.resolve(task_vars.get(PROFILES_VAR), PROFILES_VAR, profiles_file, problems)
+        if not isinstance(profiles, dict):
+            return self.failed(
+                result,
+                problems
+                or [
+                    f"{PROFILES_VAR} ({profiles_file}) must be a mapping of "
+                    f"profile name to profile, got {type(profiles).__name__}"
+                ],
+            )
+        if name not in profiles:
+            return self.failed(
+                result,
+                [
+                    f"spark_serve_profile={name!r} ({inventory}): must name one of "
+                    f"{', '.join(map(str, profiles))} ({profiles_file})"
+                ],
+            )
+        profile = self.resolve(profiles[name], f"{PROFILES_VAR}.{name}", profiles_file, problems)
+        overrides = self.resolve(task_vars.get(OVERRIDES_VAR, {}), OVERRIDES_VAR, inventory, problems)
+        if not isinstance(profile, dict):
+            problems.append(f"{PROFILES_VAR}.{name} ({profiles_file}): must be a mapping, got {type(profile).__name__}")
+        if not isinstance(overrides, dict):
+            problems.append(
+                f"{OVERRIDES_VAR} ({inventory}): must be a mapping of profile fields, got {type(overrides).__name__}"
+            )
+        if problems:
+            return self.failed(result, problems)
+        resolved = merge(profile, overrides)
+        with open(args["schema"], encoding="utf-8") as handle:
+            problems = schema_problems(resolved, json.load(handle))
+        if problems:
+            return self.failed(result, [f"profile {name} + overrides: {line}" for line in problems])
+        result.update(changed=False, profile=resolved, ansible_facts={"spark_serve_resolved": resolved})
+        result["_ansible_no_log"] = True  # the profile may carry credentials that vllm_args then refuses
+        return result
+
+    def resolve(self, value, path, source, problems):
+        """Template value by value; an undefined or broken template is reported with its field."""
+        if isinstance(value, dict):
+            return {key: self.resolve(item, f"{path}.{key}", source, problems) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(item, f"{path}[{i}]", source, problems) for i, item in enumerate(value)]
+        try:
+            templated = self._templar.template(value)
+        except AnsibleError as err:
+            problems.append(f"{path} ({source}): cannot be templated: {first_line(err)} [rule: template]")
+            return None
+        if isinstance(templated, (dict, list)):  # a template that yields a structure: check inside it too
+            return self.resolve(templated, path, source, problems)
+        return templated
+
+    @staticmethod
+    def failed(result, problems):
+        result.update(
+            failed=True,
+            problems=problems,
+            msg=f"{len(problems)} problem(s) in the deployment profile; nothing was changed:\n"
+            + "\n".join(f"- {line}" for line in problems),
+        )
+        return result
+
+
+def first_line(err):
+    text = getattr(err, "message", None) or str(err)
+    return str(text).strip().splitlines()[0]
