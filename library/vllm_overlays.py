@@ -65,6 +65,14 @@ checked:
   description: Number of overlays checked.
   returned: always
   type: int
+errors:
+  description: Every violation, each naming the overlay (C(overlays[N])), its files and the rule it breaks.
+  returned: failed
+  type: list
+  elements: str
+  sample:
+    - "overlays[0] (overlays/interface.py -> /vllm/platforms/interface.py): lacks 1 name(s) the image's file
+      defines: Platform.validate_environ; rule: ..."
 """
 
 import hashlib

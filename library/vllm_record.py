@@ -102,6 +102,8 @@ def main():
     if params["api_key_file"]:
         with open(params["api_key_file"], encoding="utf-8") as key_file:
             secret = key_file.read().strip()
+    if secret:
+        module.no_log_values.add(secret)  # the record given may hold it, and Ansible echoes the arguments back
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     overlays = [
         dict(overlay, sha256=hashlib.sha256(overlay["content"].encode()).hexdigest()) for overlay in params["overlays"]

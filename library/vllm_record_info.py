@@ -7,8 +7,8 @@ module: vllm_record_info
 short_description: Find vLLM deployment records, and the last one that passed
 description:
   - Reads every C(<dir>/*.json) record written by vllm_record (read-only; supports check mode).
-  - Returns the newest record that passed the acceptance gate, for one inventory when I(inventory) is given and
-    older than record I(before) when given (the record of the deploy being rolled back).
+  - Returns the newest record that passed the acceptance gate and the newest record whatever its status, for one
+    inventory when I(inventory) is given.
 options:
   dir:
     description: Records directory on the controller.
@@ -16,9 +16,6 @@ options:
     required: true
   inventory:
     description: Only records of this inventory.
-    type: str
-  before:
-    description: Only records older than this record id.
     type: str
 author:
   - spark-serve
@@ -44,7 +41,7 @@ latest:
   returned: always
   type: dict
 records:
-  description: Id, kind and status of every record, oldest first.
+  description: Id, kind, status and inventory of every record (of every inventory), oldest first.
   returned: always
   type: list
   elements: dict
@@ -60,14 +57,14 @@ from ansible.module_utils.deploy_record import last_passed
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(dir=dict(type="path", required=True), inventory=dict(type="str"), before=dict(type="str")),
+        argument_spec=dict(dir=dict(type="path", required=True), inventory=dict(type="str")),
         supports_check_mode=True,
     )
     records = []
     for path in sorted(glob.glob(os.path.join(module.params["dir"], "*.json"))):
         with open(path, encoding="utf-8") as source:
             records.append(json.load(source))
-    good = last_passed(records, module.params["inventory"], module.params["before"])
+    good = last_passed(records, module.params["inventory"])
     if good is not None:
         good["restore_overlays"] = [
             {"src": os.path.join(module.params["dir"], "overlays", o["sha256"]), "dest": o["dest"]}

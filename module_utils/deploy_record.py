@@ -39,14 +39,10 @@ def record_id(created_utc, inventory, kind):
     return f"{created_utc}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', inventory)}-{kind}"
 
 
-def last_passed(records, inventory=None, before=None):
-    """The newest record that passed the gate (for `inventory` when given, older than id `before` when given)."""
+def last_passed(records, inventory=None):
+    """The newest record that passed the gate (for `inventory` when given)."""
     candidates = [
-        r
-        for r in records
-        if r.get("status") == "passed"
-        and (inventory is None or r.get("inventory") == inventory)
-        and (before is None or r["id"] < before)
+        r for r in records if r.get("status") == "passed" and (inventory is None or r.get("inventory") == inventory)
     ]
     return max(candidates, key=lambda r: r["id"], default=None)
 

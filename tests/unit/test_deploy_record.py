@@ -25,7 +25,7 @@ def test_record_ids_sort_by_time_and_are_file_name_safe():
     assert sorted([second, first]) == [first, second]
 
 
-def test_last_passed_skips_failed_records_other_inventories_and_newer_ones():
+def test_last_passed_skips_failed_records_and_other_inventories():
     records = [
         {"id": "1-a-deploy", "status": "passed", "inventory": "a"},
         {"id": "2-b-deploy", "status": "passed", "inventory": "b"},
@@ -33,7 +33,7 @@ def test_last_passed_skips_failed_records_other_inventories_and_newer_ones():
         {"id": "4-a-deploy", "status": "failed", "inventory": "a"},
     ]
     assert last_passed(records, "a")["id"] == "3-a-deploy"
-    assert last_passed(records, "a", before="3-a-deploy")["id"] == "1-a-deploy"
+    assert last_passed(records, "b")["id"] == "2-b-deploy"
     assert last_passed(records)["id"] == "3-a-deploy"
     assert last_passed(records, "c") is None
 
