@@ -55,6 +55,12 @@ commands:
   returned: success
   type: list
   elements: list
+  sample: [["/usr/sbin/ip", "link", "set", "dev", "enp1s0f1np1", "mtu", "9000"]]
+rc:
+  description: Exit code of C(ip -j addr show) when the device cannot be read.
+  returned: failed
+  type: int
+  sample: 1
 """
 
 import json
