@@ -57,16 +57,16 @@ def dotted(path):
 
 
 def schema_problems(profile, schema):
-    """One line per schema violation, naming the field; secret-looking fields never show their value."""
+    """Every schema violation as {field, rule, message}; secret-looking values are never shown."""
     validator = jsonschema.Draft202012Validator(schema)
-    lines = []
+    problems = []
     for error in sorted(validator.iter_errors(profile), key=lambda e: list(map(str, e.absolute_path))):
         field = dotted(error.absolute_path)
         message = error.message
         if SECRET_PATH.search(field) or SECRET_PATH.search(json.dumps(error.instance, default=str)):
             message = f"<redacted> fails the schema rule '{error.validator}'"
-        lines.append(f"{field}: {message} [rule: schema {error.validator}]")
-    return lines
+        problems.append({"field": field, "rule": f"schema {error.validator}", "message": f"{field}: {message}"})
+    return problems
 
 
 class ActionModule(ActionBase):
@@ -112,7 +112,7 @@ class ActionModule(ActionBase):
         with open(args["schema"], encoding="utf-8") as handle:
             problems = schema_problems(resolved, json.load(handle))
         if problems:
-            return self.failed(result, [f"profile {name} + overrides: {line}" for line in problems])
+            return self.failed(result, [f"{p['message']} [rule: {p['rule']}]" for p in problems])
         result.update(changed=False, profile=resolved, ansible_facts={"spark_serve_resolved": resolved})
         result["_ansible_no_log"] = True  # the profile may carry credentials that vllm_args then refuses
         return result

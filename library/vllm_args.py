@@ -135,6 +135,10 @@ env:
   description: Engine environment; secrets are never included, only a reference to the key file.
   returned: always
   type: dict
+engine_version:
+  description: The engine version of the flag catalog used (the series' release, e.g. C(0.32.0)).
+  returned: success
+  type: str
 effective_block:
   description: Attention block size (tokens) the engine will set for this profile.
   returned: always

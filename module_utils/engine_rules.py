@@ -9,38 +9,21 @@ import json
 import math
 import re
 
-try:  # inside an Ansible module (AnsiballZ bundles these by their ansible.module_utils name)
-    from ansible.module_utils.hybrid_block import predict_block
-    from ansible.module_utils.input_rules import (
-        MODEL_ID,
-        RANK_DESTS,
-        REDACTED,
-        SECRET_DESTS,
-        address_problem,
-        allocator_problems,
-        has_newline,
-        model_config_problems,
-        same_link_problem,
-        secret_env_name,
-        value_problem,
-    )
-    from ansible.module_utils.vllm_catalogs import catalog_for
-except ImportError:  # plain pytest / tools: module_utils/ is on sys.path
-    from hybrid_block import predict_block
-    from input_rules import (
-        MODEL_ID,
-        RANK_DESTS,
-        REDACTED,
-        SECRET_DESTS,
-        address_problem,
-        allocator_problems,
-        has_newline,
-        model_config_problems,
-        same_link_problem,
-        secret_env_name,
-        value_problem,
-    )
-    from vllm_catalogs import catalog_for
+from ansible.module_utils.hybrid_block import predict_block
+from ansible.module_utils.input_rules import (
+    MODEL_ID,
+    RANK_DESTS,
+    REDACTED,
+    SECRET_DESTS,
+    address_problem,
+    allocator_problems,
+    has_newline,
+    model_config_problems,
+    same_link_problem,
+    secret_env_name,
+    value_problem,
+)
+from ansible.module_utils.vllm_catalogs import catalog_for
 
 PLATFORMS = {
     # platform: GPUs (ranks) per node by default
@@ -165,6 +148,9 @@ class Renderer:
 
     def render(self, dest, value, field, shown):
         """Append one flag in the catalog's canonical spelling after type and bound checks."""
+        if has_newline(value) or (isinstance(value, list) and any(has_newline(v) for v in value)):
+            self.fail(field, shown, "no-newline", "must not contain a line break (it would split the argument)")
+            return
         tokens, problem = render_value(self.flags[dest], value)
         if problem:
             self.fail(field, shown, "flag-type", f"{problem} (vLLM {self.version})")

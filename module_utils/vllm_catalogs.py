@@ -1,11 +1,6 @@
 """Which generated flag catalog (module_utils/vllm_flags_*.py) serves which engine version."""
 
-try:  # inside an Ansible module
-    from ansible.module_utils import vllm_flags_0_30_0, vllm_flags_0_32_0, vllm_flags_0_33_0
-except ImportError:  # plain pytest / tools: module_utils/ is on sys.path
-    import vllm_flags_0_30_0
-    import vllm_flags_0_32_0
-    import vllm_flags_0_33_0
+from ansible.module_utils import vllm_flags_0_30_0, vllm_flags_0_32_0, vllm_flags_0_33_0
 
 DEFAULT_ENGINE_VERSION = "0.33.0"
 
@@ -29,4 +24,4 @@ def catalog_for(version):
             f"no flag catalog for vLLM {version}; supported series: {', '.join(sorted(CATALOGS))} "
             "(generate one with tools/gen_flag_catalogs.sh)"
         )
-    return {"ENGINE_VERSION": module.ENGINE_VERSION, "FLAGS": module.FLAGS}
+    return {"ENGINE_VERSION": module.ENGINE_VERSION, "FLAGS": module.FLAGS, "CLI_SYNTAX": module.CLI_SYNTAX}

@@ -65,9 +65,11 @@ def module_seconds(name, prof):
 
 RULES = """
 import sys
-sys.path[:0] = [{root!r}, {root!r} + "/module_utils"]
+sys.path[:0] = [{root!r}]
+import ansible.module_utils
+ansible.module_utils.__path__.append({root!r} + "/module_utils")
 import jsonschema
-from engine_rules import plan
+from ansible.module_utils.engine_rules import plan
 from tests.profiles import SCHEMA, profile, vllm_args_params
 prof = profile({name!r})
 assert not list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(prof))

@@ -4,7 +4,7 @@ import copy
 
 import jsonschema
 import pytest
-from engine_rules import plan
+from ansible.module_utils.engine_rules import plan
 
 from tests.profiles import SCHEMA, profile, profiles, vllm_args_params
 

@@ -1,0 +1,497 @@
+"""Hostile and careless input, case by case, through what `site.yml --tags validate` runs: the spark_profile
+action's schema check, then library/vllm_args for every rank with its argument file as the destination.
+
+Every case asserts the rule and the field of its refusal, that the message names the field, that nothing was
+written, and that no secret value appears anywhere in what the refusal returns.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible.modules import vllm_args
+from ansible.plugins.action.spark_profile import schema_problems
+
+from tests.module_harness import run_module
+from tests.profiles import ROOT, SCHEMA, profile
+
+SECRET = "sk-HOSTILE-0123456789"
+PAIR_LINK = ["192.0.2.10", "192.0.2.11"]
+
+
+def validate(prof, out_dir, master_addr="192.0.2.10", fast_link=PAIR_LINK):
+    """Violations as the validate play finds them (schema first; vllm_args only when the shape is right)."""
+    problems = schema_problems(prof, SCHEMA)
+    if problems:
+        return problems
+    violations = []
+    for rank in range(prof["nodes"]):
+        args = {
+            "engine": prof["engine"],
+            "env": prof.get("env", {}),
+            "engine_version": prof["engine_version"],
+            "platform": prof["platform"],
+            "model": prof["model"]["id"],
+            "revision": prof["model"]["revision"],
+            "model_config": str(ROOT / prof["model"]["config"]),
+            "nodes": prof["nodes"],
+            "node_rank": rank,
+            "master_addr": master_addr,
+            "fast_link_addresses": fast_link,
+            "extra_args": prof.get("extra_args", []),
+            "dest": str(out_dir / f"rank{rank}.args.json"),
+        }
+        if "moe_table" in prof:
+            args.update(moe_table=prof["moe_table"], tuned_config_dir=str(ROOT / prof["tuned_config_dir"]))
+        result = run_module(vllm_args, args)
+        violations += result.get("violations", [])
+        if result["failed"]:
+            assert result["msg"].count("\n") == len(result["violations"]), "one line per violation after the head"
+            assert "argv" not in result, "a refusal returns its violations, not the rendered command"
+    return violations
+
+
+def set_in(path, value):
+    def mutate(prof):
+        node = prof
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+
+    return mutate
+
+
+def extra(*args):
+    def mutate(prof):
+        prof["extra_args"] = list(args)
+
+    return mutate
+
+
+def extra_instead(key, *args):
+    """Move an engine setting to extra_args (the profile's own value would make it a duplicate)."""
+
+    def mutate(prof):
+        prof["engine"].pop(key)
+        prof["extra_args"] = list(args)
+
+    return mutate
+
+
+def model_file(content):
+    """Point the profile at a model config file with `content` (text, or an object dumped as JSON)."""
+
+    def mutate(prof, out_dir):
+        path = out_dir.parent / "config.json"
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        prof["model"]["config"] = str(path)
+
+    mutate.needs_dir = True
+    return mutate
+
+
+def tiny_next(**changes):
+    """The tiny qwen3_next test model's config with some keys changed (None removes the key)."""
+    config = json.loads((ROOT / "tests/engine/models/tiny-qwen3-next/config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    return config
+
+
+# (id, class, base profile, mutation, field the refusal names, rule)
+CASES = [
+    # --- secrets: never in argv, env, messages or files
+    ("api-key-extra", "secrets", "single", extra("--api-key", SECRET), "extra_args[0]", "secret-in-argv"),
+    ("api-key-extra-eq", "secrets", "single", extra(f"--api-key={SECRET}"), "extra_args[0]", "secret-in-argv"),
+    ("api-key-abbrev", "secrets", "single", extra("--api-k", SECRET), "extra_args[0]", "secret-in-argv"),
+    ("api-key-abbrev-eq", "secrets", "single", extra(f"--api-ke={SECRET}"), "extra_args[0]", "secret-in-argv"),
+    ("api-key-underscore", "secrets", "single", extra(f"--api_key={SECRET}"), "extra_args[0]", "secret-in-argv"),
+    ("api-key-engine", "secrets", "single", set_in("engine.api_key", SECRET), "engine.api_key", "secret-in-argv"),
+    ("api-key-engine-dash", "secrets", "single", set_in("engine.api-key", SECRET), "engine", "schema pattern"),
+    ("hf-token-extra", "secrets", "pair", extra("--hf-token", SECRET), "extra_args[0]", "secret-in-argv"),
+    ("hf-token-engine", "secrets", "pair", set_in("engine.hf_token", SECRET), "engine.hf_token", "secret-in-argv"),
+    ("env-api-key", "secrets", "single", set_in("env.VLLM_API_KEY", SECRET), "env.VLLM_API_KEY", "secret-in-env"),
+    ("env-apikey", "secrets", "single", set_in("env.OPENAI_APIKEY", SECRET), "env.OPENAI_APIKEY", "secret-in-env"),
+    ("env-key", "secrets", "single", set_in("env.MY_KEY", SECRET), "env.MY_KEY", "secret-in-env"),
+    ("env-token", "secrets", "pair", set_in("env.HF_TOKEN", SECRET), "env.HF_TOKEN", "secret-in-env"),
+    ("env-hftoken", "secrets", "pair", set_in("env.HFTOKEN", SECRET), "env.HFTOKEN", "secret-in-env"),
+    (
+        "env-secret",
+        "secrets",
+        "single",
+        set_in("env.AWS_SECRET_ACCESS", SECRET),
+        "env.AWS_SECRET_ACCESS",
+        "secret-in-env",
+    ),
+    ("env-password", "secrets", "single", set_in("env.DB_PASSWORD", SECRET), "env.DB_PASSWORD", "secret-in-env"),
+    ("env-passwd", "secrets", "single", set_in("env.REDIS_PASSWD", SECRET), "env.REDIS_PASSWD", "secret-in-env"),
+    ("env-newline", "secrets", "single", set_in("env.NCCL_DEBUG", "INFO\nEVIL=1"), "env.NCCL_DEBUG", "no-newline"),
+    ("extra-newline", "secrets", "single", extra("--max-logprobs", "4\n--api-key"), "extra_args[0]", "no-newline"),
+    (
+        "engine-newline",
+        "secrets",
+        "single",
+        set_in("engine.tool_call_parser", "x\ny"),
+        "engine.tool_call_parser",
+        "no-newline",
+    ),
+    # --- rank and topology flags come only from the inventory
+    ("nnodes-extra", "rank", "single", extra("--nnodes", "2"), "extra_args[0]", "rank-args"),
+    ("nnodes-short", "rank", "single", extra("-n", "2"), "extra_args[0]", "rank-args"),
+    ("node-rank-underscore", "rank", "pair", extra("--node_rank=1"), "extra_args[0]", "rank-args"),
+    ("node-rank-abbrev", "rank", "pair", extra("--node-r", "1"), "extra_args[0]", "rank-args"),
+    ("master-addr-extra", "rank", "pair", extra("--master-addr", "10.0.0.1"), "extra_args[0]", "rank-args"),
+    ("master-port-extra", "rank", "pair", extra("--master-port=29501"), "extra_args[0]", "rank-args"),
+    ("headless-extra", "rank", "single", extra("--headless"), "extra_args[0]", "rank-args"),
+    ("dp-address-extra", "rank", "pair", extra("--data-parallel-address", "10.0.0.1"), "extra_args[0]", "rank-args"),
+    ("dp-rpc-port-short", "rank", "pair", extra("-dpp", "13345"), "extra_args[0]", "rank-args"),
+    ("dp-size-local", "rank", "pair", extra("--data-parallel-size-local=1"), "extra_args[0]", "rank-args"),
+    (
+        "dp-start-rank-engine",
+        "rank",
+        "pair",
+        set_in("engine.data_parallel_start_rank", 1),
+        "engine.data_parallel_start_rank",
+        "rank-args",
+    ),
+    ("master-addr-engine", "rank", "pair", set_in("engine.master_addr", "10.0.0.1"), "engine.master_addr", "rank-args"),
+    ("nnodes-engine", "rank", "single", set_in("engine.nnodes", 2), "engine.nnodes", "rank-args"),
+    # --- boolean spellings: rendered as the parser reads them, or refused; never inverted
+    ("bool-eq-false", "boolean", "single", extra("--trust-remote-code=false"), "extra_args[0]", "bool-takes-no-value"),
+    ("bool-eq-true", "boolean", "single", extra("--trust-remote-code=true"), "extra_args[0]", "bool-takes-no-value"),
+    ("bool-eq-0", "boolean", "single", extra("--trust-remote-code=0"), "extra_args[0]", "bool-takes-no-value"),
+    ("bool-eq-yes", "boolean", "single", extra("--trust-remote-code=yes"), "extra_args[0]", "bool-takes-no-value"),
+    ("bool-space-no", "boolean", "single", extra("--trust-remote-code", "no"), "extra_args[0]", "bool-takes-no-value"),
+    ("bool-space-1", "boolean", "single", extra("--trust-remote-code", "1"), "extra_args[0]", "bool-takes-no-value"),
+    (
+        "bool-negative-eq",
+        "boolean",
+        "single",
+        extra("--no-trust-remote-code=true"),
+        "extra_args[0]",
+        "bool-takes-no-value",
+    ),
+    (
+        "bool-engine-string",
+        "boolean",
+        "single",
+        set_in("engine.enforce_eager", "false"),
+        "engine.enforce_eager",
+        "schema type",
+    ),
+    (
+        "bool-engine-string-uncatalogued",
+        "boolean",
+        "single",
+        set_in("engine.trust_remote_code", "false"),
+        "engine.trust_remote_code",
+        "flag-type",
+    ),
+    (
+        "bool-engine-int",
+        "boolean",
+        "single",
+        set_in("engine.trust_remote_code", 0),
+        "engine.trust_remote_code",
+        "flag-type",
+    ),
+    # --- values: ports, bounds, names, images, allocator, master address
+    ("port-zero", "values", "single", set_in("engine.port", 0), "engine.port", "port-range"),
+    ("port-high", "values", "single", set_in("engine.port", 70000), "engine.port", "port-range"),
+    ("port-extra-high", "values", "single", extra_instead("port", "--port=65536"), "extra_args[0]", "port-range"),
+    ("int-2-70", "values", "single", set_in("engine.max_logprobs", 2**70), "engine.max_logprobs", "int-range"),
+    ("seqs-huge", "values", "single", set_in("engine.max_num_seqs", 2**40), "engine.max_num_seqs", "int-range"),
+    ("pp-zero-extra", "values", "single", extra("-pp", "0"), "extra_args[0]", "int-range"),
+    ("model-id-shell", "values", "single", set_in("model.id", "org/m; reboot"), "model.id", "schema pattern"),
+    ("model-id-space", "values", "single", set_in("model.id", "org/my model"), "model.id", "schema pattern"),
+    (
+        "served-name-quote",
+        "values",
+        "single",
+        set_in("engine.served_model_name", ["a'b"]),
+        "engine.served_model_name",
+        "safe-name",
+    ),
+    (
+        "parser-shell",
+        "values",
+        "single",
+        set_in("engine.tool_call_parser", "hermes;id"),
+        "engine.tool_call_parser",
+        "safe-name",
+    ),
+    (
+        "reasoning-parser-space",
+        "values",
+        "single",
+        set_in("engine.reasoning_parser", "deep seek"),
+        "engine.reasoning_parser",
+        "safe-name",
+    ),
+    (
+        "image-with-tag",
+        "values",
+        "single",
+        set_in("image.name", "registry.local:5000/vllm:latest"),
+        "image.name",
+        "schema pattern",
+    ),
+    ("image-uppercase", "values", "single", set_in("image.name", "Registry/VLLM"), "image.name", "schema pattern"),
+    ("choice-bad", "values", "single", extra("--uvicorn-log-level", "loud"), "extra_args[0]", "flag-type"),
+    (
+        "alloc-unknown-key",
+        "values",
+        "single",
+        set_in("env.PYTORCH_ALLOC_CONF", "expandable:True"),
+        "env.PYTORCH_ALLOC_CONF",
+        "allocator-key",
+    ),
+    (
+        "alloc-bad-bool",
+        "values",
+        "single",
+        set_in("env.PYTORCH_ALLOC_CONF", "expandable_segments:sure"),
+        "env.PYTORCH_ALLOC_CONF",
+        "allocator-value",
+    ),
+    (
+        "alloc-bad-mb",
+        "values",
+        "single",
+        set_in("env.PYTORCH_ALLOC_CONF", "max_split_size_mb:lots"),
+        "env.PYTORCH_ALLOC_CONF",
+        "allocator-value",
+    ),
+    (
+        "alloc-bad-backend",
+        "values",
+        "single",
+        set_in("env.PYTORCH_ALLOC_CONF", "backend:cuda"),
+        "env.PYTORCH_ALLOC_CONF",
+        "allocator-value",
+    ),
+    (
+        "alloc-fraction-above-one",
+        "values",
+        "single",
+        set_in("env.PYTORCH_CUDA_ALLOC_CONF", "per_process_memory_fraction:1.5"),
+        "env.PYTORCH_CUDA_ALLOC_CONF",
+        "allocator-value",
+    ),
+    (
+        "alloc-disagree",
+        "values",
+        "single",
+        lambda p: p["env"].update(
+            PYTORCH_ALLOC_CONF="expandable_segments:True", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False"
+        ),
+        "env.PYTORCH_CUDA_ALLOC_CONF",
+        "allocator-disagree",
+    ),
+    # --- parallel layout: TP x PP x DP = nodes x GPUs per node
+    (
+        "dp2-on-tp2-pair",
+        "layout",
+        "pair",
+        set_in("engine.data_parallel_size", 2),
+        "engine.tensor_parallel_size",
+        "layout-equals-ranks",
+    ),
+    (
+        "dp2-pair-tp1",
+        "layout",
+        "pair",
+        lambda p: p["engine"].update(tensor_parallel_size=1, data_parallel_size=2),
+        "engine.data_parallel_size",
+        "data-parallel-replicas",
+    ),
+    (
+        "pp2-on-pair-tp2",
+        "layout",
+        "pair",
+        set_in("engine.pipeline_parallel_size", 2),
+        "engine.tensor_parallel_size",
+        "layout-equals-ranks",
+    ),
+    ("dp-extra-single", "layout", "single", extra("-dp", "2"), "engine.tensor_parallel_size", "layout-equals-ranks"),
+    # --- malformed model configs: refused naming the file and the key
+    ("config-not-object", "model-config", "single", model_file("[1, 2, 3]"), "model_config.(file)", "model-config"),
+    ("config-not-json", "model-config", "single", model_file("{not json"), "model_config", "model-config"),
+    (
+        "config-heads-string",
+        "model-config",
+        "testbed",
+        model_file(tiny_next(num_attention_heads="16")),
+        "model_config.num_attention_heads",
+        "model-config",
+    ),
+    (
+        "config-zero-layers",
+        "model-config",
+        "testbed",
+        model_file(tiny_next(num_hidden_layers=0)),
+        "model_config.num_hidden_layers",
+        "model-config",
+    ),
+    (
+        "config-negative-head-dim",
+        "model-config",
+        "testbed",
+        model_file(tiny_next(linear_key_head_dim=-128)),
+        "model_config.linear_key_head_dim",
+        "model-config",
+    ),
+    (
+        "config-text-config-list",
+        "model-config",
+        "testbed",
+        model_file(tiny_next(text_config=[1])),
+        "model_config.text_config",
+        "model-config",
+    ),
+    (
+        "config-no-model-type",
+        "model-config",
+        "testbed",
+        model_file(tiny_next(model_type=None)),
+        "model_config.model_type",
+        "model-config",
+    ),
+    (
+        "config-layer-types-string",
+        "model-config",
+        "testbed",
+        model_file(tiny_next(layer_types="linear_attention")),
+        "model_config.layer_types",
+        "model-config",
+    ),
+    (
+        "config-missing-gdn-key",
+        "model-config",
+        "testbed",
+        model_file(tiny_next(num_attention_heads=None)),
+        "model_config",
+        "block-prediction",
+    ),
+    # --- syntaxes the engine accepts stay accepted (see test_engine_syntax_*), ambiguous prefixes are named
+    ("ambiguous-prefix", "syntax", "single", extra("--max-num", "4"), "extra_args[0]", "ambiguous-option"),
+    ("ambiguous-prefix-eq", "syntax", "single", extra(f"--api={SECRET}"), "extra_args[0]", "ambiguous-option"),
+    ("dotted-not-json-flag", "syntax", "single", extra("--max-num-seqs.x", "4"), "extra_args[0]", "dotted-json-key"),
+    (
+        "dotted-duplicate-key",
+        "syntax",
+        "baseline",
+        extra("--compilation-config.mode", "3", "--compilation-config.mode", "2"),
+        "extra_args[2]",
+        "duplicate-option",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_hostile_input_is_refused_by_rule_and_field(case, tmp_path):
+    case_id, _, base, mutate, field, rule = case
+    out = tmp_path / "out"
+    out.mkdir()
+    prof = profile(base)
+    mutate(prof, out) if getattr(mutate, "needs_dir", False) else mutate(prof)
+    violations = validate(prof, out)
+    assert violations, f"{case_id}: accepted"
+    named = [v for v in violations if v["field"] == field]
+    assert named, f"{case_id}: no violation names {field}: {[(v['field'], v['rule']) for v in violations]}"
+    assert rule in {v["rule"] for v in named}, named
+    assert all(v["message"].startswith(field) for v in named), named
+    if field.startswith("model_config"):
+        assert all("config.json" in v["message"] for v in named), "a model-config refusal names the file"
+    assert list(out.iterdir()) == [], "a refused profile wrote an argument file"
+    assert SECRET not in json.dumps(violations), "a secret value leaked into the refusal"
+
+
+def test_case_table_covers_every_class_with_sixty_cases():
+    classes = {c[1] for c in CASES}
+    assert classes == {"secrets", "rank", "boolean", "values", "layout", "model-config", "syntax"}
+    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
+
+
+def rendered(prof, tmp_path, **kwargs):
+    assert validate(prof, tmp_path, **kwargs) == []
+    return [json.loads((tmp_path / f"rank{r}.args.json").read_text())["argv"] for r in range(prof["nodes"])]
+
+
+def test_engine_syntax_dotted_json_keys_merge_and_render_canonically(tmp_path):
+    prof = profile("baseline")
+    prof["extra_args"] = [
+        "--compilation-config.cudagraph_num_of_warmups",
+        "2",
+        "--compilation_config.cudagraph_mode=FULL_DECODE_ONLY",
+    ]
+    (argv,) = rendered(prof, tmp_path)
+    value = argv[argv.index("--compilation-config") + 1]
+    assert json.loads(value) == {"cudagraph_num_of_warmups": 2, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    assert not any("." in token and token.startswith("--compilation") for token in argv)
+
+
+def test_engine_syntax_dash_o_is_the_optimization_level(tmp_path):
+    for spelling in (["-O3"], ["-O=3"], ["-O", "3"]):
+        prof = profile("single")
+        prof["extra_args"] = spelling
+        (argv,) = rendered(prof, tmp_path)
+        assert argv[argv.index("--optimization-level") + 1] == "3", spelling
+
+
+def test_negative_boolean_forms_render_as_the_parser_reads_them(tmp_path):
+    prof = profile("single")
+    prof["extra_args"] = ["--no-trust-remote-code", "--enforce-eager"]
+    prof["engine"].pop("enforce_eager", None)
+    (argv,) = rendered(prof, tmp_path)
+    assert "--no-trust-remote-code" in argv and "--enforce-eager" in argv
+    assert "--trust-remote-code" not in argv
+
+
+def test_master_address_must_be_an_address_on_the_nodes_fast_link(tmp_path):
+    prof = profile("pair")
+    for bad, rule_text in (
+        ("192.168.100.300", "not a valid IPv4"),
+        ("192.168.100.10; reboot", "host name"),
+        ("10.9.9.9", "same fast link"),
+    ):
+        violations = validate(prof, tmp_path, master_addr=bad, fast_link=["192.168.100.10", "192.168.100.11"])
+        named = [v for v in violations if v["field"] == "master_addr" and v["rule"] == "master-addr"]
+        assert named and rule_text in named[0]["message"], (bad, violations)
+        assert list(tmp_path.iterdir()) == []
+    argv = rendered(prof, tmp_path, master_addr="192.168.100.10", fast_link=["192.168.100.10", "192.168.100.11"])
+    assert all(a[a.index("--master-addr") + 1] == "192.168.100.10" for a in argv)
+
+
+def test_refusal_lists_every_violation_first_one_line_each(tmp_path):
+    prof = profile("pair")
+    prof["extra_args"] = [f"--api-key={SECRET}", "--nnodes", "3", "--enforce-eager=false"]
+    prof["env"]["HF_TOKEN"] = SECRET
+    args = {
+        "engine": prof["engine"],
+        "env": prof["env"],
+        "engine_version": prof["engine_version"],
+        "model": prof["model"]["id"],
+        "model_config": str(ROOT / prof["model"]["config"]),
+        "nodes": 2,
+        "master_addr": "192.0.2.10",
+        "extra_args": prof["extra_args"],
+        "dest": str(tmp_path / "rank0.args.json"),
+    }
+    result = run_module(vllm_args, args)
+    lines = result["msg"].splitlines()
+    assert lines[0].startswith("4 violation(s)") and len(lines) == 5
+    assert [line.split("=", 1)[0] for line in lines[1:]] == [
+        "- extra_args[0]",
+        "- extra_args[1]",
+        "- extra_args[3]",
+        "- env.HF_TOKEN",
+    ]
+    assert all("[rule: " in line for line in lines[1:])
+    shown = {key: value for key, value in result.items() if key != "invocation"}  # the task runs with no_log
+    assert len(result["msg"]) < 2000 and SECRET not in json.dumps(shown)
+    assert not Path(args["dest"]).exists()
