@@ -30,6 +30,30 @@ from ansible.module_utils.rank_watch import STAGES, rank_verdict, stage_of, time
 
 display = Display()
 
+# Documented in library/vllm_staged_start.py (tests/unit/test_module_docs.py holds the two together).
+ARGUMENT_SPEC = dict(
+    ranks=dict(
+        type="list",
+        elements="dict",
+        required=True,
+        options=dict(
+            host=dict(type="str", required=True),
+            rank=dict(type="int", required=True),
+            ssh=dict(type="list", elements="str", required=True),
+            container=dict(type="str", required=True),
+        ),
+    ),
+    project=dict(type="str", default="spark-serve"),
+    compose_dir=dict(type="str", required=True),
+    port=dict(type="int", default=8000),
+    master_port=dict(type="int", default=29501),
+    expected_load_s=dict(type="int", default=900),
+    distributed_timeout_s=dict(type="int"),
+    backend=dict(type="str", default="nccl", choices=["nccl", "gloo"]),
+    poll_s=dict(type="float", default=1),
+    log_dir=dict(type="path"),
+)
+
 
 class Rank:
     def __init__(self, spec, project, compose_dir, control_dir):
@@ -102,37 +126,31 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(ARGUMENT_SPEC)  # fails naming the option, even in check mode
         if self._play_context.check_mode:
             result.update(changed=True, msg="check mode: the service would be (re)started in stages")
             return result
         control_dir = tempfile.mkdtemp(prefix="spark-serve-ssh-")
         ranks = sorted(
-            (
-                Rank(spec, self._task.args.get("project", "spark-serve"), self._task.args["compose_dir"], control_dir)
-                for spec in self._task.args["ranks"]
-            ),
+            (Rank(spec, args["project"], args["compose_dir"], control_dir) for spec in args["ranks"]),
             key=lambda r: r.rank,
         )
         try:
-            return self.start(result, ranks, self._task.args)
+            return self.start(result, ranks, args)
         finally:
             for rank in ranks:
                 rank.close()
             shutil.rmtree(control_dir, ignore_errors=True)
 
     def start(self, result, ranks, args):
-        port = int(args.get("port", 8000))
-        poll_s = float(args.get("poll_s", 1))
-        inner, outer = timeouts(
-            int(args.get("expected_load_s", 900)), args.get("distributed_timeout_s"), args.get("backend", "nccl")
-        )
-        log_dir = args.get("log_dir")
+        port, poll_s, log_dir = args["port"], args["poll_s"], args["log_dir"]
+        inner, outer = timeouts(args["expected_load_s"], args["distributed_timeout_s"], args["backend"])
         display.display(
             f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
             f"this watch gives up after {outer} s (always longer)"
         )
         started = time.monotonic()
-        self.clean(ranks, [port] + ([int(args.get("master_port", 29501))] if len(ranks) > 1 else []))
+        self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
         timeline = []
         for rank in [r for r in ranks if r.rank != 0] + [ranks[0]]:  # workers first, then the head
             rc, out, err = rank.up()

@@ -17,11 +17,28 @@ description:
     start, and always longer than the engine's own.
 options:
   ranks:
-    description: One entry per node, C(host), C(rank) (0 = head), C(ssh) (argv prefix to run a command there) and
-      C(container).
+    description: One entry per node.
     type: list
     elements: dict
     required: true
+    suboptions:
+      host:
+        description: Inventory name of the node (in messages and log file names).
+        type: str
+        required: true
+      rank:
+        description: The node's rank; 0 is the head.
+        type: int
+        required: true
+      ssh:
+        description: Argv prefix that runs a command on the node (C([ssh, root@spark-a])).
+        type: list
+        elements: str
+        required: true
+      container:
+        description: Name of the rank's container.
+        type: str
+        required: true
   project:
     description: Compose project name.
     type: str
@@ -49,6 +66,7 @@ options:
     description: Collective backend, for the engine's default timeout (nccl 600 s, gloo 1800 s).
     type: str
     default: nccl
+    choices: [nccl, gloo]
   poll_s:
     description: Seconds between two looks at every rank.
     type: float
@@ -74,31 +92,52 @@ EXAMPLES = r"""
 RETURN = r"""
 ready:
   description: Whether /health answered 200 with every rank running.
-  returned: always
+  returned: when a start was attempted (not in check mode)
   type: bool
+  sample: true
 seconds:
   description: Seconds from the start to ready or to the failure.
-  returned: always
+  returned: when a start was attempted (not in check mode)
   type: float
+  sample: 312.4
 timeline:
   description: Stages reached per rank with their times.
-  returned: always
+  returned: when a start was attempted (not in check mode)
   type: list
+  elements: dict
+  sample:
+    - {seconds: 0.8, event: "rank 1 (spark-b) started"}
+    - {seconds: 41.0, event: "rank 1 (spark-b): loading weights"}
 failed_rank:
   description: Rank that failed first.
   returned: failed
   type: int
+  sample: 1
+failed_host:
+  description: Inventory name of the node whose rank failed first.
+  returned: failed
+  type: str
+  sample: spark-b
 reason:
   description: Why it failed.
   returned: failed
   type: str
+  sample: "WorkerProc failed to start -- RuntimeError: gloo lost rank 0"
 logs:
   description: Controller paths of the saved log lines.
   returned: failed
   type: list
+  elements: str
+  sample: [.spark-serve/logs/20261201T071500/rank1-spark-b.log]
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-if __name__ == "__main__":
+
+def main():
+    # Reached only when the action plugin is not found (action_plugins missing from the configuration).
     AnsibleModule(argument_spec={}).fail_json(msg="vllm_staged_start runs as an action plugin on the controller")
+
+
+if __name__ == "__main__":
+    main()

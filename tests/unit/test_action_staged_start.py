@@ -1,0 +1,143 @@
+"""action_plugins/vllm_staged_start.py run in-process against simulated nodes (Rank.run patched: each node
+answers docker, compose and ss commands from a script of snapshots), and library/vllm_staged_start.py, its
+documentation stub."""
+
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.modules import vllm_staged_start as staged_start_doc
+from ansible.plugins.action import vllm_staged_start
+
+from tests.module_harness import check_returns, run_module
+
+RETURNS = yaml.safe_load(staged_start_doc.RETURN)
+READY = ["Loading weights took 3.1 s", "Starting vLLM API server 0 on http://0.0.0.0:8000"]
+LOADING = ["world_size=2 rank=1", "Loading weights took 3.1 s"]
+DEAD = ["world_size=2 rank=1", "Traceback (most recent call last):", "RuntimeError: gloo lost rank 0"]
+
+
+class Node:
+    """One simulated node: every look at its rank returns the next snapshot (state, exit code, health, log lines)
+    of its script and then keeps the last one."""
+
+    def __init__(self, script, listeners="", up=(0, "", "")):
+        self.script, self.listeners, self.up_answer = list(script), listeners, up
+        self.seen = 0
+
+
+@pytest.fixture()
+def nodes(monkeypatch):
+    """{host: Node}; `events` lists (host, what) in the order the plugin acted."""
+    cluster, events = {}, []
+
+    def run(rank, command, timeout=60):
+        node = cluster[rank.host]
+        if " down --timeout 10" in command:
+            events.append((rank.host, "down"))
+            return 0, "", ""
+        if " up -d --no-recreate" in command:
+            events.append((rank.host, "up"))
+            return node.up_answer
+        if command.startswith("ss -ltnpH"):
+            return 0, node.listeners, ""
+        if command.startswith("for c in $(docker ps -q)"):
+            return 0, "/other-engine 4242\n", ""
+        if command.startswith("docker rm -f"):
+            events.append((rank.host, command.split()[3]))
+            return 0, "", ""
+        if command.startswith("docker inspect"):
+            state, code, health, lines = node.script[min(node.seen, len(node.script) - 1)]
+            node.seen += 1
+            return 0, f"{state} {code}\n{health}\n" + "\n".join(lines) + "\n", ""
+        if command.startswith("docker logs"):
+            return 0, "\n".join(node.script[-1][3]) + "\n", ""
+        raise AssertionError(f"unexpected command on {rank.host}: {command}")
+
+    monkeypatch.setattr(vllm_staged_start.Rank, "run", run)
+    monkeypatch.setattr(vllm_staged_start.Rank, "close", lambda rank: events.append((rank.host, "close")))
+    return cluster, events
+
+
+def spec(host, rank):
+    return {"host": host, "rank": rank, "ssh": ["ssh", f"root@{host}"], "container": f"spark-serve-rank{rank}"}
+
+
+def action(args, check_mode=False):
+    task = mock.MagicMock(args=args, async_val=0, check_mode=check_mode, action="vllm_staged_start")
+    connection = mock.MagicMock()
+    connection._shell.tmpdir = None
+    play_context = mock.MagicMock(check_mode=check_mode)
+    return vllm_staged_start.ActionModule(task, connection, play_context, loader=None, templar=None)
+
+
+def pair_args(tmp_path, **extra):
+    return dict(ranks=[spec("spark-a", 0), spec("spark-b", 1)], compose_dir="/etc/spark-serve", poll_s=0, **extra)
+
+
+def test_workers_start_before_the_head_and_ready_needs_health_200(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", LOADING), ("running", 0, "200", READY)])
+    cluster["spark-b"] = Node([("running", 0, "-", LOADING)])
+    result = action(pair_args(tmp_path)).run(task_vars={})
+    assert result["ready"] is True and result["changed"] is True and "failed" not in result
+    assert [e for e in events if e[1] == "up"] == [("spark-b", "up"), ("spark-a", "up")]
+    assert events.index(("spark-a", "down")) < events.index(("spark-b", "up")), "stale containers go first"
+    assert result["timeline"][-1]["event"] == "head /health 200, every rank running"
+    assert cluster["spark-a"].seen == 2, "the first look (health 000) is not ready"
+    assert {host for host, what in events if what == "close"} == {"spark-a", "spark-b"}
+    assert check_returns("vllm_staged_start", RETURNS, result) == []
+
+
+def test_a_dead_worker_stops_every_rank_saves_logs_and_names_host_and_reason(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", LOADING)])
+    cluster["spark-b"] = Node([("running", 0, "-", LOADING), ("exited", 1, "-", DEAD)])
+    result = action(pair_args(tmp_path, log_dir=str(tmp_path / "logs"))).run(task_vars={})
+    assert result["failed"] is True and result["ready"] is False
+    assert (result["failed_rank"], result["failed_host"]) == (1, "spark-b")
+    assert result["reason"] == "Traceback (most recent call last): -- RuntimeError: gloo lost rank 0"
+    assert result["msg"].startswith("rank 1 (spark-b) failed first after ")
+    downs = [host for host, what in events if what == "down"]
+    assert downs[-2:] == ["spark-a", "spark-b"], "every rank is stopped after the failure, the head first"
+    saved = sorted(path.rsplit("/", 1)[-1] for path in result["logs"])
+    assert saved == ["rank0-spark-a.log", "rank1-spark-b.log"]
+    assert "RuntimeError: gloo lost rank 0" in Path(result["logs"][1]).read_text()
+    assert check_returns("vllm_staged_start", RETURNS, result) == []
+
+
+def test_a_failed_compose_up_fails_at_once(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", [])])
+    cluster["spark-b"] = Node([("created", 0, "-", [])], up=(1, "", "no such image"))
+    result = action(pair_args(tmp_path)).run(task_vars={})
+    assert result["failed"] and result["failed_host"] == "spark-b"
+    assert result["reason"] == "docker compose up failed: no such image"
+    assert ("spark-a", "up") not in events, "the head is not started after a worker could not be"
+
+
+def test_a_port_held_outside_any_container_is_refused_before_anything_starts(nodes, tmp_path):
+    cluster, events = nodes
+    held = 'LISTEN 0 128 0.0.0.0:8000 0.0.0.0:* users:(("python3",pid=999,fd=3))'
+    cluster["spark-a"] = Node([("running", 0, "200", READY)], listeners=held)
+    cluster["spark-b"] = Node([("running", 0, "-", READY)])
+    with pytest.raises(AnsibleActionFail, match=r"port\(s\) 8000, 29501 still held"):
+        action(pair_args(tmp_path)).run(task_vars={})
+    assert not [e for e in events if e[1] == "up"]
+
+
+def test_check_mode_runs_nothing_but_still_validates_the_arguments(nodes, tmp_path):
+    _, events = nodes
+    result = action(pair_args(tmp_path), check_mode=True).run(task_vars={})
+    assert result["changed"] is True and result["msg"].startswith("check mode") and events == []
+    with pytest.raises(AnsibleActionFail, match="backend"):
+        action(pair_args(tmp_path, backend="mpi"), check_mode=True).run(task_vars={})
+    with pytest.raises(AnsibleActionFail, match="container"):
+        action(dict(pair_args(tmp_path), ranks=[{"host": "a", "rank": 0, "ssh": ["ssh"]}])).run(task_vars={})
+
+
+def test_the_module_stub_says_it_runs_as_an_action_plugin():
+    result = run_module(staged_start_doc, {})
+    assert result["failed"] and result["msg"] == "vllm_staged_start runs as an action plugin on the controller"
