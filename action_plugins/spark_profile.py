@@ -87,7 +87,7 @@ class ActionModule(ActionBase):
                 problems
                 or [
                     f"{PROFILES_VAR} ({profiles_file}) must be a mapping of "
-                    f"profile name to profile, got {type(profiles).__name__}"
+                    f"profile name to profile, got {kind(profiles)}"
                 ],
             )
         if name not in profiles:
@@ -101,10 +101,10 @@ class ActionModule(ActionBase):
         profile = self.resolve(profiles[name], f"{PROFILES_VAR}.{name}", profiles_file, problems)
         overrides = self.resolve(task_vars.get(OVERRIDES_VAR, {}), OVERRIDES_VAR, inventory, problems)
         if not isinstance(profile, dict):
-            problems.append(f"{PROFILES_VAR}.{name} ({profiles_file}): must be a mapping, got {type(profile).__name__}")
+            problems.append(f"{PROFILES_VAR}.{name} ({profiles_file}): must be a mapping, got {kind(profile)}")
         if not isinstance(overrides, dict):
             problems.append(
-                f"{OVERRIDES_VAR} ({inventory}): must be a mapping of profile fields, got {type(overrides).__name__}"
+                f"{OVERRIDES_VAR} ({inventory}): must be a mapping of profile fields, got {kind(overrides)}"
             )
         if problems:
             return self.failed(result, problems)
@@ -141,6 +141,14 @@ class ActionModule(ActionBase):
             + "\n".join(f"- {line}" for line in problems),
         )
         return result
+
+
+def kind(value):
+    """The YAML kind of a value (Ansible tags its strings with subclasses of str)."""
+    for plain in (bool, dict, list, str, int, float):
+        if isinstance(value, plain):
+            return plain.__name__
+    return type(value).__name__
 
 
 def first_line(err):
