@@ -4,7 +4,7 @@ VENV := .venv
 ENGINE_VENV := .venv-engine
 PY := $(VENV)/bin/python
 
-.PHONY: install system engine lint test unit bench catalogs demo testbed-down
+.PHONY: install system engine lint test unit bench catalogs docs demo testbed-down
 
 install: $(VENV)/.installed
 
@@ -45,6 +45,10 @@ testbed-down: install
 
 bench: install
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/bench/validate_bench.py
+
+# Regenerate roles/*/README.md from each role's meta/argument_specs.yml (a unit test fails on drift).
+docs: install
+	$(PY) tools/gen_role_readme.py
 
 # Regenerate module_utils/vllm_flags_*.py from each engine version's own parser.
 catalogs: engine
