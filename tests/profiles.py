@@ -1,6 +1,7 @@
 """Load the shipped profiles the way Ansible sees them and map one to vllm_args parameters."""
 
 import copy
+import functools
 import json
 from pathlib import Path
 
@@ -11,19 +12,26 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "schemas" / "profile.schema.json").read_text())
 
 
-def render(value, env=jinja2.Environment()):
+def render(value, env=None):
     """Template strings rendered like Ansible does with no inventory overrides (defaults apply)."""
+    env = env or jinja2.Environment()
     if isinstance(value, dict):
-        return {k: render(v) for k, v in value.items()}
+        return {k: render(v, env) for k, v in value.items()}
     if isinstance(value, list):
-        return [render(v) for v in value]
+        return [render(v, env) for v in value]
     if isinstance(value, str) and "{{" in value:
         return env.from_string(value).render()
     return value
 
 
-def group_vars():
+@functools.cache
+def _loaded_group_vars():
     return render(yaml.safe_load((ROOT / "group_vars" / "all" / "profiles.yml").read_text()))
+
+
+def group_vars():
+    """A fresh copy each call (parsed once per process: the case tables load a profile thousands of times)."""
+    return copy.deepcopy(_loaded_group_vars())
 
 
 def profiles():

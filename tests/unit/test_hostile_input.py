@@ -495,3 +495,34 @@ def test_refusal_lists_every_violation_first_one_line_each(tmp_path):
     shown = {key: value for key, value in result.items() if key != "invocation"}  # the task runs with no_log
     assert len(result["msg"]) < 2000 and SECRET not in json.dumps(shown)
     assert not Path(args["dest"]).exists()
+
+
+WRONG_VALUES = [None, "x", 2**70, [{"k": 1}], True, "a\nb"]
+FUZZED = ("engine", "env", "model", "image", "nodes", "engine_version", "platform")
+
+
+def leaf_paths(node, prefix=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from leaf_paths(value, (*prefix, key))
+    elif prefix:
+        yield prefix
+
+
+@pytest.mark.parametrize("base", ["pair", "testbed"])
+def test_no_wrong_value_anywhere_in_a_profile_crashes_or_writes(base, tmp_path):
+    """Every leaf the engine sees replaced by values of other types: refused or rendered, never a crash."""
+    refused = 0
+    for path in (p for p in leaf_paths(profile(base)) if p[0] in FUZZED):
+        for wrong in WRONG_VALUES:
+            prof = profile(base)
+            node = prof
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = wrong
+            out = tmp_path / f"{'.'.join(map(str, path))}-{WRONG_VALUES.index(wrong)}"
+            out.mkdir()
+            violations = validate(prof, out)  # raises on a module crash (no exit_json/fail_json)
+            refused += bool(violations)
+            assert bool(violations) != bool(list(out.iterdir())), (path, wrong, violations)
+    assert refused > 50
