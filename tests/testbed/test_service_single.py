@@ -48,3 +48,35 @@ def test_single_node_rerun_changes_nothing(single):
     assert rc == 0, out[-6000:]
     assert sf.recap(out)["node-0"]["changed"] == 0, sf.recap(out)
     assert sf.container_identity(0) == before
+
+
+def test_single_node_serves_again_after_a_docker_restart(single):
+    """Seed 004's `unless-stopped` (the default on one node): the node's Docker daemon restarts, the engine
+    container comes back by itself (same container, new start) and serves again."""
+    rc, out = node_exec(0, "docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.HostConfig.RestartPolicy.Name}}' "
+                        "spark-serve-rank0")
+    assert rc == 0, out
+    container, started_at, policy = out.split()
+    assert policy == "unless-stopped", out
+    rc, out = node_exec(0, "service docker restart", timeout=180)
+    restarted = time.monotonic()
+    assert rc == 0, out
+    deadline, answered, polls = restarted + 300, None, 0
+    while answered is None and time.monotonic() < deadline and polls < 600:
+        polls += 1
+        if sf.health() == 200:
+            try:
+                with sf.post("/v1/chat/completions", sf.chat("back after a Docker restart?"), timeout=30) as response:
+                    answered = json.load(response)
+            except OSError:
+                answered = None
+        if answered is None:
+            time.sleep(1)
+    seconds = time.monotonic() - restarted
+    print(f"\n[Docker restart, single node] served again {seconds:.0f} s after `service docker restart` returned")
+    assert answered and answered["usage"]["completion_tokens"] > 0, f"not serving {seconds:.0f} s after the restart"
+    rc, out = node_exec(0, "docker inspect -f '{{.Id}} {{.State.StartedAt}}' spark-serve-rank0")
+    now_container, now_started_at = out.split()
+    assert now_container == container and now_started_at != started_at, "Docker's policy, not a redeploy, restarted it"
+    rc, out = playbook("playbooks/status.yml", SINGLE)
+    assert rc == 0 and "all 1 rank(s) alive" in out, out[-3000:]

@@ -1,0 +1,61 @@
+"""What the engine is told about exists inside its container (issue 9, items 2 and 5, on the served pair).
+
+The pair's tuned MoE table is copied to every node and mounted read-only at the folder VLLM_TUNED_CONFIG_FOLDER
+names; a profile whose table is expected on the node but is not there is refused before the start, with the path
+and the consequence, and nothing is restarted. The pair's ranks run with restart policy `no`.
+"""
+
+import hashlib
+import json
+import time
+
+import pytest
+
+from tests.profiles import ROOT, profiles
+from tests.testbed import service_faults as sf
+from tests.testbed.helpers import node_exec
+
+pytestmark = pytest.mark.testbed
+FOLDER = profiles()["testbed"]["env"]["VLLM_TUNED_CONFIG_FOLDER"]
+TABLES = sorted((ROOT / profiles()["testbed"]["tuned_config_dir"]).glob("E=*.json"))
+
+
+def test_pair_table_is_mounted_read_only_at_the_env_folder_on_every_rank(served_pair):
+    assert TABLES, "the testbed profile names no tuned table"
+    for index in range(2):
+        container = f"spark-serve-rank{index}"
+        rc, out = node_exec(
+            index, f"docker inspect -f '{{{{json .Mounts}}}} {{{{json .HostConfig.RestartPolicy}}}}' {container}"
+        )
+        assert rc == 0, out
+        mounts_json, policy_json = out.rsplit(" ", 1)
+        mounts = {m["Destination"]: m for m in json.loads(mounts_json)}
+        assert FOLDER in mounts and mounts[FOLDER]["RW"] is False, mounts
+        assert json.loads(policy_json)["Name"] == "no", policy_json  # a pair is restarted as a whole, in order
+        for table in TABLES:
+            rc, inside = node_exec(index, f"docker exec {container} sha256sum '{FOLDER}/{table.name}'")
+            assert rc == 0, inside
+            assert inside.split()[0] == hashlib.sha256(table.read_bytes()).hexdigest(), (index, table.name)
+            rc, out = node_exec(index, f"docker exec {container} sh -c 'echo x >> \"{FOLDER}/{table.name}\"'")
+            assert rc != 0, "the table must be mounted read-only"
+    print(f"\n[tuned tables] {[t.name for t in TABLES]} at {FOLDER} on both ranks, read-only, sha256 equal")
+
+
+def test_table_missing_on_the_node_is_refused_before_the_start(served_pair):
+    """The profile tells the engine to read tuned tables from a folder but ships none (no tuned_config_dir), so the
+    table would have to be on the node or in the image: it is not, the start is refused and nothing restarts."""
+    sf.ensure_serving()
+    shipped = profiles()
+    shipped["testbed"] = {key: value for key, value in shipped["testbed"].items() if key != "tuned_config_dir"}
+    shipped["testbed"]["engine"] = dict(shipped["testbed"]["engine"], max_num_seqs=3)  # a change: a start is due
+    before = [sf.container_identity(i) for i in range(2)]
+    started = time.monotonic()
+    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profiles": shipped}))
+    seconds = time.monotonic() - started
+    print(f"\n[missing tuned table] refused in {seconds:.1f} s (whole run), rc={rc}")
+    assert rc != 0, out[-4000:]
+    reason = f"{FOLDER} (env VLLM_TUNED_CONFIG_FOLDER): the engine would silently fall back to its default MoE kernels"
+    assert reason in out, out[-4000:]
+    assert "Nothing was started" in out, out[-3000:]
+    assert [sf.container_identity(i) for i in range(2)] == before, "a refused start restarted a rank"
+    assert sf.health() == 200
