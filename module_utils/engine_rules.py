@@ -609,6 +609,7 @@ class Plan:
                 "data-parallel replicas need per-node --data-parallel-* placement flags that this deployment "
                 "does not render; deploy each replica as its own inventory behind a router",
             )
+        self.check_pipeline_split(model_config, pp)
         if not isinstance(tp, int) or tp < 1:
             return
         cfg = model_text_config(model_config)
@@ -647,6 +648,29 @@ class Plan:
                 spec["draft_tensor_parallel_size"],
                 "draft-tp",
                 f"must be 1 or tensor_parallel_size ({tp})",
+            )
+
+    def check_pipeline_split(self, model_config, pp):
+        """PP splits the decoder layers: refused where the engine refuses it, a warning where stages differ."""
+        cfg = model_text_config(model_config)
+        layers = cfg.get("num_hidden_layers")
+        if not is_int(pp) or pp <= 1 or not is_int(layers):
+            return
+        if cfg.get("ple_layer_ids"):
+            self.fail(
+                "engine.pipeline_parallel_size",
+                pp,
+                "pp-per-layer-embeddings",
+                "the model's per-layer embeddings (ple_layer_ids) need the raw input ids on every stage; vLLM "
+                "refuses pipeline parallel for it before the load (use tensor parallel)",
+            )
+        elif pp > layers:
+            self.fail("engine.pipeline_parallel_size", pp, "pp-layers", f"exceeds the model's {layers} layers")
+        elif layers % pp:
+            self.warnings.append(
+                f"engine.pipeline_parallel_size={pp}: {layers} layers split unevenly "
+                f"({layers // pp + 1} on the first {layers % pp} stage(s), {layers // pp} on the rest); the "
+                "slowest stage sets the pace"
             )
 
     def check_sizes(self, model_config, values):

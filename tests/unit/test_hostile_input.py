@@ -318,6 +318,30 @@ CASES = [
         "layout-equals-ranks",
     ),
     ("dp-extra-single", "layout", "single", extra("-dp", "2"), "engine.tensor_parallel_size", "layout-equals-ranks"),
+    (
+        "quad-tp2",
+        "layout",
+        "quad",
+        set_in("engine.tensor_parallel_size", 2),
+        "engine.tensor_parallel_size",
+        "layout-equals-ranks",
+    ),
+    (
+        "quad-tp2-pp2-ple",
+        "layout",
+        "quad",
+        lambda p: p["engine"].update(tensor_parallel_size=2, pipeline_parallel_size=2),
+        "engine.pipeline_parallel_size",
+        "pp-per-layer-embeddings",
+    ),
+    (
+        "quad-tp8",
+        "layout",
+        "quad",
+        set_in("engine.tensor_parallel_size", 8),
+        "engine.tensor_parallel_size",
+        "layout-equals-ranks",
+    ),
     # --- malformed model configs: refused naming the file and the key
     ("config-not-object", "model-config", "single", model_file("[1, 2, 3]"), "model_config.(file)", "model-config"),
     ("config-not-json", "model-config", "single", model_file("{not json"), "model_config", "model-config"),
@@ -526,3 +550,16 @@ def test_no_wrong_value_anywhere_in_a_profile_crashes_or_writes(base, tmp_path):
             refused += bool(violations)
             assert bool(violations) != bool(list(out.iterdir())), (path, wrong, violations)
     assert refused > 50
+
+
+def test_pipeline_split_warns_when_uneven_and_refuses_more_stages_than_layers():
+    from ansible.module_utils.engine_rules import plan
+
+    config = json.loads((ROOT / "tests/engine/models/tiny-llama/config.json").read_text())
+    params = {"model": "m", "engine_version": "0.32.0", "platform": "cpu", "nodes": 2, "master_addr": "192.0.2.10"}
+    for layers, pp, warned, rule in ((5, 2, True, None), (4, 2, False, None), (1, 2, False, "pp-layers")):
+        result = plan(
+            dict(params, model_config=dict(config, num_hidden_layers=layers), engine={"pipeline_parallel_size": pp})
+        )
+        assert [v["rule"] for v in result["violations"]] == ([rule] if rule else []), result["violations"]
+        assert any("split unevenly" in w for w in result["warnings"]) == warned, result["warnings"]
