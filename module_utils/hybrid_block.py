@@ -301,6 +301,29 @@ def _bool(value, default):
     return bool(value)
 
 
+class _Prediction:
+    """What the steps of one prediction share: the inputs, the values earlier steps derived, and the
+    steps/errors/warnings every step appends to."""
+
+    def __init__(self, model_config, engine, platform, engine_version, env, cuda_version, cpu_avx512_bf16):
+        self.ver = version_key(engine_version)
+        if platform not in PLATFORMS:
+            raise ValueError(f"unsupported platform {platform!r}; expected one of {', '.join(PLATFORMS)}")
+        if not isinstance(model_config, dict) or not model_config:
+            raise ValueError("model_config must be the model's config.json as a non-empty mapping")
+        self.engine_version = engine_version
+        self.platform = platform
+        self.engine = dict(engine or {})
+        self.env = dict(env or {})
+        self.cuda_version = cuda_version
+        self.cpu_avx512_bf16 = cpu_avx512_bf16
+        self.model_config = model_config
+        self.steps = []
+        self.errors = []
+        self.warnings = []
+        self.result = {}
+
+
 def predict_block(model_config, engine, *, platform, engine_version, env=None, cuda_version=None, cpu_avx512_bf16=True):
     """Predict the block sizes vLLM ``engine_version`` will use on ``platform``.
 
@@ -314,99 +337,139 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     Returns a JSON-able dict; see docs/block-size.md. Raises ValueError for an unsupported version,
     platform, hybrid model type, unmodelled attention backend / KV dtype, or dims TP does not divide.
     Engine-side failures the engine itself would raise are returned in ``errors`` (not raised).
-    """
-    ver = version_key(engine_version)
-    if platform not in PLATFORMS:
-        raise ValueError(f"unsupported platform {platform!r}; expected one of {', '.join(PLATFORMS)}")
-    if not isinstance(model_config, dict) or not model_config:
-        raise ValueError("model_config must be the model's config.json as a non-empty mapping")
-    engine = dict(engine or {})
-    env = dict(env or {})
-    steps = []
-    errors = []
-    warnings = []
 
-    text = _text_config(model_config)
-    model_type = str(text.get("model_type") or model_config.get("model_type") or "").lower()
-    root_type = str(model_config.get("model_type") or model_type).lower()
-    hybrid = _is_hybrid(root_type, text) or _is_hybrid(model_type, text)
-    family = None
-    if hybrid:
-        family = (
+    The engine's own order is kept: each step below reads what the earlier ones derived; the steps that differ
+    between engine versions pick their rule from a per-version table (_MAMBA_MODE_RULES, _KERNEL_RULES,
+    _BACKEND_ROUNDING).
+    """
+    p = _Prediction(model_config, engine, platform, engine_version, env, cuda_version, cpu_avx512_bf16)
+    _model(p)
+    _mamba_cache_mode(p)
+    _attention_backend(p)
+    _base_block(p)
+    _attention_bytes(p)
+    p.result = {
+        "engine_rules": p.ver,
+        "platform": p.platform,
+        "hybrid": p.hybrid,
+        "model_family": p.family or "non-hybrid",
+        "model_dtype": p.model_dtype,
+        "attention_backend": p.backend,
+        "attn_page_bytes_per_token": p.attn_bpt,
+        "num_speculative_tokens": p.num_spec,
+        "enable_prefix_caching": p.prefix_caching,
+        "mamba_cache_mode": p.mamba_mode,
+    }
+    if p.hybrid:
+        _mamba_dtypes(p)
+        _mamba_pages(p)
+        _kernel_alignment(p)
+        _hybrid_block(p)
+    else:
+        _non_hybrid_block(p)
+    _retention(p.result, p.engine, p.steps, p.errors)
+    p.result.update({"steps": p.steps, "errors": p.errors, "warnings": p.warnings})
+    return p.result
+
+
+def _model(p):
+    """Model family, parallelism, dtype and speculative tokens."""
+    text = p.text = _text_config(p.model_config)
+    model_type = str(text.get("model_type") or p.model_config.get("model_type") or "").lower()
+    root_type = str(p.model_config.get("model_type") or model_type).lower()
+    p.hybrid = _is_hybrid(root_type, text) or _is_hybrid(model_type, text)
+    p.family = None
+    if p.hybrid:
+        p.family = (
             "qwen4_exp"
             if (root_type in _QWEN4_EXP_TYPES or model_type in _QWEN4_EXP_TYPES)
             else "qwen3_5"
             if (root_type in _QWEN3_5_TYPES or model_type in _QWEN3_5_TYPES)
             else "qwen3_next"
         )
-
-    tp = int(engine.get("tensor_parallel_size") or 1)
-    dcp = int(engine.get("decode_context_parallel_size") or 1)
-    if tp <= 0:
-        raise ValueError(f"tensor_parallel_size must be positive, got {tp}")
-    model_dtype = _model_dtype(model_config, text, engine)
-    num_spec, spec_method = _spec_tokens(engine, text)
-    cuda_major = _cuda_major(platform, cuda_version)
-    steps.append(
-        f"vLLM {ver} rules ({engine_version}) on {platform}"
-        + (f" (CUDA {cuda_major})" if cuda_major else "")
-        + f"; model_type {model_type or '?'}; model dtype {model_dtype}; TP {tp}"
+    p.tp = int(p.engine.get("tensor_parallel_size") or 1)
+    p.dcp = int(p.engine.get("decode_context_parallel_size") or 1)
+    if p.tp <= 0:
+        raise ValueError(f"tensor_parallel_size must be positive, got {p.tp}")
+    p.model_dtype = _model_dtype(p.model_config, text, p.engine)
+    p.num_spec, p.spec_method = _spec_tokens(p.engine, text)
+    p.cuda_major = _cuda_major(p.platform, p.cuda_version)
+    p.steps.append(
+        f"vLLM {p.ver} rules ({p.engine_version}) on {p.platform}"
+        + (f" (CUDA {p.cuda_major})" if p.cuda_major else "")
+        + f"; model_type {model_type or '?'}; model dtype {p.model_dtype}; TP {p.tp}"
     )
-    if env:
-        steps.append(
-            f"env: no environment variable changes this computation in 0.30/0.32/0.33 (given: {', '.join(sorted(env))})"
+    if p.env:
+        p.steps.append(
+            "env: no environment variable changes this computation in 0.30/0.32/0.33 "
+            f"(given: {', '.join(sorted(p.env))})"
         )
 
-    # ---------------------------------------------------------------- prefix caching / mamba cache mode
+
+# ---------------------------------------------------------------- prefix caching / mamba cache mode
+def _mamba_cache_mode(p):
     # engine/arg_utils.py:_set_default_chunked_prefill_and_prefix_caching_args: enable_prefix_caching
     # defaults to ModelConfig.is_prefix_caching_supported, which is True for generative decoder and
     # hybrid models (config/model.py) in all three versions.
-    prefix_caching = _bool(engine.get("enable_prefix_caching"), True)
-    requested_mode = engine.get("mamba_cache_mode")
-    if requested_mode is not None:
-        requested_mode = str(requested_mode).lower()
-    mamba_mode = None
-    if hybrid:
-        if ver == "0.33":
-            # 0.33 engine/arg_utils.py: --mamba-cache-mode is deprecated, has no effect (a warning) and is
-            # not passed to CacheConfig; config/cache.py: MambaCacheMode = Literal["align", "none"].
-            if requested_mode not in (None, "align", "none"):
-                errors.append(
-                    {
-                        "when": "startup",
-                        "field": "engine.mamba_cache_mode",
-                        "message": f"--mamba-cache-mode {requested_mode!r}: invalid choice (align, none) in 0.33",
-                    }
-                )
-            mamba_mode = "align" if prefix_caching else "none"
-        else:
-            mode = requested_mode or "none"
-            if ver == "0.32" and mode not in ("align", "none"):
-                # 0.32 config/cache.py: MambaCacheMode = Literal["align", "none"] ("all" was removed).
-                errors.append(
-                    {
-                        "when": "startup",
-                        "field": "engine.mamba_cache_mode",
-                        "message": f"--mamba-cache-mode {mode!r}: invalid choice (align, none) in 0.32",
-                    }
-                )
-                mode = "none"
-            # model_executor/models/config.py:MambaModelConfig.verify_and_update_config (via
-            # HybridAttentionMambaModelConfig): prefix caching on -> "none" becomes "align"; 0.30 also turns
-            # "all" into "align" for models without SupportsMambaPrefixCaching (Qwen3-Next / Qwen3.5 /
-            # Qwen4Exp do not implement it). Prefix caching off -> "none".
-            mamba_mode = ("align" if mode in ("none", "all", "align") else mode) if prefix_caching else "none"
-        steps.append(
-            f"prefix caching {'on' if prefix_caching else 'off'} -> mamba_cache_mode {mamba_mode}"
-            + (f" (requested {requested_mode})" if requested_mode and requested_mode != mamba_mode else "")
-        )
+    p.prefix_caching = _bool(p.engine.get("enable_prefix_caching"), True)
+    requested = p.engine.get("mamba_cache_mode")
+    requested = str(requested).lower() if requested is not None else None
+    p.mamba_mode = None
+    if not p.hybrid:
+        return
+    p.mamba_mode = _MAMBA_MODE_RULES[p.ver](p, requested)
+    p.steps.append(
+        f"prefix caching {'on' if p.prefix_caching else 'off'} -> mamba_cache_mode {p.mamba_mode}"
+        + (f" (requested {requested})" if requested and requested != p.mamba_mode else "")
+    )
 
-    # ---------------------------------------------------------------- attention backend / kernel block
-    backend = engine.get("attention_backend")
+
+def _invalid_mamba_mode(p, mode):
+    p.errors.append(
+        {
+            "when": "startup",
+            "field": "engine.mamba_cache_mode",
+            "message": f"--mamba-cache-mode {mode!r}: invalid choice (align, none) in {p.ver}",
+        }
+    )
+
+
+def _mamba_mode_030(p, requested):
+    # model_executor/models/config.py:MambaModelConfig.verify_and_update_config (via
+    # HybridAttentionMambaModelConfig): prefix caching on -> "none" becomes "align"; 0.30 also turns
+    # "all" into "align" for models without SupportsMambaPrefixCaching (Qwen3-Next / Qwen3.5 /
+    # Qwen4Exp do not implement it). Prefix caching off -> "none".
+    mode = requested or "none"
+    return ("align" if mode in ("none", "all", "align") else mode) if p.prefix_caching else "none"
+
+
+def _mamba_mode_032(p, requested):
+    # 0.32 config/cache.py: MambaCacheMode = Literal["align", "none"] ("all" was removed); then as in 0.30.
+    mode = requested or "none"
+    if mode not in ("align", "none"):
+        _invalid_mamba_mode(p, mode)
+        mode = "none"
+    return _mamba_mode_030(p, mode)
+
+
+def _mamba_mode_033(p, requested):
+    # 0.33 engine/arg_utils.py: --mamba-cache-mode is deprecated, has no effect (a warning) and is
+    # not passed to CacheConfig; config/cache.py: MambaCacheMode = Literal["align", "none"].
+    if requested not in (None, "align", "none"):
+        _invalid_mamba_mode(p, requested)
+    return "align" if p.prefix_caching else "none"
+
+
+_MAMBA_MODE_RULES = {"0.30": _mamba_mode_030, "0.32": _mamba_mode_032, "0.33": _mamba_mode_033}
+
+
+# ---------------------------------------------------------------- attention backend / kernel block
+def _attention_backend(p):
+    backend = p.engine.get("attention_backend")
     if isinstance(backend, dict):
         backend = backend.get("backend")
     backend = str(backend).upper() if backend not in (None, "", "auto", "AUTO") else None
-    if platform == "cpu":
+    if p.platform == "cpu":
         backend = backend or "CPU_ATTN"
         table = _CPU_BACKEND_MIN_KERNEL
     else:
@@ -414,39 +477,47 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
         backend = backend or "FLASH_ATTN"
         table = _GPU_BACKEND_MIN_KERNEL
     if backend not in table:
-        raise ValueError(f"attention backend {backend!r} on {platform} is not modelled (modelled: {', '.join(table)})")
-    min_kernel = table[backend]
-    if family == "qwen4_exp" and platform != "cpu":
+        raise ValueError(
+            f"attention backend {backend!r} on {p.platform} is not modelled (modelled: {', '.join(table)})"
+        )
+    p.min_kernel = table[backend]
+    if p.family == "qwen4_exp" and p.platform != "cpu":
         # models/qwen4_exp/nvidia/qsa.py:Qwen4ExpQSAFlashAttentionBackend.get_supported_kernel_block_sizes
         # -> [MultipleOf(16)]; the QSA side caches use QSAStateBackend (common/qsa_cache.py), which keeps the
         # AttentionBackend default [MultipleOf(1)]. Either way K = max(min kernel, block_size >= 16) = block.
         backend = "QWEN4_EXP_QSA_TRITON"
-        min_kernel = 16
-    backend_lcm = min_kernel  # 0.32+/0.33 lcm over the distinct non-SSM backends' smallest kernel blocks
+        p.min_kernel = 16
+    p.backend = backend
+    p.backend_lcm = p.min_kernel  # 0.32+/0.33 lcm over the distinct non-SSM backends' smallest kernel blocks
 
-    user_block = engine.get("block_size")
+
+def _base_block(p):
+    """Phase 1 -- the block before hybrid alignment."""
+    user_block = p.engine.get("block_size")
     user_block = int(user_block) if user_block not in (None, "", 0) else None
-    # Phase 1 -- the block before hybrid alignment.
     if user_block is not None:
-        base_block = user_block
-        steps.append(f"--block-size {user_block} (user): hybrid alignment may raise it, never lowers it")
-    elif platform == "cpu":
+        p.base_block = user_block
+        p.steps.append(f"--block-size {user_block} (user): hybrid alignment may raise it, never lowers it")
+    elif p.platform == "cpu":
         # 0.30/0.32 platforms/cpu.py:CpuPlatform.check_and_update_config: block_size = 128 unless user-set.
         # 0.33 platforms/cpu.py:CpuPlatform.update_block_size_for_backend: _preferred_block_size_for_backends(
         #      backends, 128) -> 128 (CPU_ATTN supports MultipleOf(32)).
-        base_block = 128
-        steps.append("CPU default block_size 128")
+        p.base_block = 128
+        p.steps.append("CPU default block_size 128")
     else:
         # platforms/interface.py:update_block_size_for_backend Phase 1: backend.get_preferred_block_size(
         # CacheConfig.DEFAULT_BLOCK_SIZE=16) -> 16 for FLASH_ATTN/FLASHINFER/TRITON on sm90 / sm12x.
-        base_block = 16
-        steps.append(f"default block_size 16 ({backend} preferred block)")
+        p.base_block = 16
+        p.steps.append(f"default block_size 16 ({p.backend} preferred block)")
 
-    # ---------------------------------------------------------------- attention bytes per token
+
+# ---------------------------------------------------------------- attention bytes per token
+def _attention_bytes(p):
+    text, tp = p.text, p.tp
     n_heads = _req_int(text, "num_attention_heads")
     total_kv = int(text.get("num_key_value_heads") or n_heads)
     head_dim = text.get("head_dim")
-    head_dim = int(head_dim) if head_dim else _req_int(text, "hidden_size") // n_heads
+    p.head_dim = int(head_dim) if head_dim else _req_int(text, "hidden_size") // n_heads
     _divide(n_heads, tp, "num_attention_heads")
     if total_kv >= tp:
         _divide(total_kv, tp, "num_key_value_heads")
@@ -455,271 +526,292 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
             f"tensor_parallel_size ({tp}) must be a multiple of num_key_value_heads "
             f"({total_kv}) when TP exceeds the KV heads"
         )
-    kv_heads = max(1, total_kv // tp)  # config/model.py:ModelConfig.get_num_kv_heads
-    kv_dtype = str(engine.get("kv_cache_dtype") or "auto").lower()
-    if kv_dtype == "auto":
-        kv_bytes = _DTYPE_BYTES[model_dtype]
-    elif kv_dtype in _KV_DTYPE_BYTES:
-        kv_bytes = _KV_DTYPE_BYTES[kv_dtype]
+    p.kv_heads = max(1, total_kv // tp)  # config/model.py:ModelConfig.get_num_kv_heads
+    p.kv_dtype = str(p.engine.get("kv_cache_dtype") or "auto").lower()
+    if p.kv_dtype == "auto":
+        p.kv_bytes = _DTYPE_BYTES[p.model_dtype]
+    elif p.kv_dtype in _KV_DTYPE_BYTES:
+        p.kv_bytes = _KV_DTYPE_BYTES[p.kv_dtype]
     else:
-        raise ValueError(f"kv_cache_dtype {kv_dtype!r} is not modelled (modelled: auto, {', '.join(_KV_DTYPE_BYTES)})")
+        raise ValueError(
+            f"kv_cache_dtype {p.kv_dtype!r} is not modelled (modelled: auto, {', '.join(_KV_DTYPE_BYTES)})"
+        )
     # v1/kv_cache_interface.py:AttentionSpec.page_size_bytes with block_size=1:
     #   num_kv_heads * (head_size + head_size_v) * dtype bytes
-    attn_bpt = kv_heads * 2 * head_dim * kv_bytes
+    p.attn_bpt = p.kv_heads * 2 * p.head_dim * p.kv_bytes
 
-    result = {
-        "engine_rules": ver,
-        "platform": platform,
-        "hybrid": hybrid,
-        "model_family": family or "non-hybrid",
-        "model_dtype": model_dtype,
-        "attention_backend": backend,
-        "attn_page_bytes_per_token": attn_bpt,
-        "num_speculative_tokens": num_spec,
-        "enable_prefix_caching": prefix_caching,
-        "mamba_cache_mode": mamba_mode,
-    }
 
-    if not hybrid:
-        # Non-hybrid: no alignment (interface.py Phase 2 only runs for model_config.is_hybrid); CPU 0.30/0.32
-        # update_block_size_for_backend returns early for non-hybrid models.
-        block = base_block
-        if block % min_kernel:
-            warnings.append(f"block_size {block} is not a multiple of {backend}'s kernel block {min_kernel}")
-        has_state = _has_sliding_window(text)
-        groups = 2 if has_state else 1
-        # v1/core/kv_cache_utils.py:resolve_kv_cache_block_sizes: one group -> block_size * dcp; several
-        # (full + sliding) -> lcm of the group block sizes, all equal to block_size (attention: * dcp).
-        scheduler_block = block * dcp
-        steps.append(
-            f"non-hybrid: attention page {attn_bpt} B/token ({kv_heads} KV head(s)/rank x 2 x "
-            f"{head_dim} x {kv_bytes} B); block {block}; scheduler block {scheduler_block}"
-            + (" (sliding-window group present)" if has_state else "")
-        )
-        result.update(
-            {
-                "effective_block": block,
-                "scheduler_block": scheduler_block,
-                "mamba_block_size": None,
-                "mamba_page_bytes": 0,
-                "kernel_alignment": max(min_kernel, block),
-                "has_mamba_or_sliding_window": has_state,
-                "kv_cache_groups": groups,
-            }
-        )
-        _retention(result, engine, steps, errors)
-        result.update({"steps": steps, "errors": errors, "warnings": warnings})
-        return result
+def _attention_page_text(p):
+    return f"{p.kv_heads} KV head(s)/rank x 2 x {p.head_dim} x {p.kv_bytes} B"
 
-    # ---------------------------------------------------------------- mamba state dtypes
-    dims = _gdn_dims(text)
+
+def _non_hybrid_block(p):
+    # Non-hybrid: no alignment (interface.py Phase 2 only runs for model_config.is_hybrid); CPU 0.30/0.32
+    # update_block_size_for_backend returns early for non-hybrid models.
+    block = p.base_block
+    if block % p.min_kernel:
+        p.warnings.append(f"block_size {block} is not a multiple of {p.backend}'s kernel block {p.min_kernel}")
+    has_state = _has_sliding_window(p.text)
+    # v1/core/kv_cache_utils.py:resolve_kv_cache_block_sizes: one group -> block_size * dcp; several
+    # (full + sliding) -> lcm of the group block sizes, all equal to block_size (attention: * dcp).
+    scheduler_block = block * p.dcp
+    p.steps.append(
+        f"non-hybrid: attention page {p.attn_bpt} B/token ({_attention_page_text(p)}); block {block}; "
+        f"scheduler block {scheduler_block}" + (" (sliding-window group present)" if has_state else "")
+    )
+    p.result.update(
+        {
+            "effective_block": block,
+            "scheduler_block": scheduler_block,
+            "mamba_block_size": None,
+            "mamba_page_bytes": 0,
+            "kernel_alignment": max(p.min_kernel, block),
+            "has_mamba_or_sliding_window": has_state,
+            "kv_cache_groups": 2 if has_state else 1,
+        }
+    )
+
+
+# ---------------------------------------------------------------- mamba state dtypes
+def _mamba_dtypes(p):
+    text = p.text
     # model_executor/models/config.py:Qwen3_5ForConditionalGenerationConfig.verify_and_update_config (also the
     # base of Qwen4ExpFor*Config): --mamba-ssm-cache-dtype auto takes hf_text_config.mamba_ssm_dtype.
     # Qwen3NextForCausalLM has no such hook (not in MODELS_CONFIG_MAP).
-    conv_req = str(engine.get("mamba_cache_dtype") or "auto").lower()
-    ssm_req = str(engine.get("mamba_ssm_cache_dtype") or "auto").lower()
+    conv_req = str(p.engine.get("mamba_cache_dtype") or "auto").lower()
+    ssm_req = str(p.engine.get("mamba_ssm_cache_dtype") or "auto").lower()
     if conv_req != "auto":
         conv_req = _dtype_name(conv_req, "mamba_cache_dtype")
     if ssm_req != "auto":
         ssm_req = _dtype_name(ssm_req, "mamba_ssm_cache_dtype")
     hf_ssm = text.get("mamba_ssm_dtype")
-    if family in ("qwen3_5", "qwen4_exp") and hf_ssm:
+    if p.family in ("qwen3_5", "qwen4_exp") and hf_ssm:
         if ssm_req == "auto":
             ssm_req = _dtype_name(hf_ssm, "mamba_ssm_dtype")
-            steps.append(f"SSM dtype auto -> model config mamba_ssm_dtype {ssm_req}")
+            p.steps.append(f"SSM dtype auto -> model config mamba_ssm_dtype {ssm_req}")
         elif ssm_req != _dtype_name(hf_ssm, "mamba_ssm_dtype"):
-            warnings.append(f"model config says mamba_ssm_dtype {hf_ssm}; --mamba-ssm-cache-dtype {ssm_req} wins")
-    if platform == "cpu" and cpu_avx512_bf16 and ssm_req != "float32":
+            p.warnings.append(f"model config says mamba_ssm_dtype {hf_ssm}; --mamba-ssm-cache-dtype {ssm_req} wins")
+    if p.platform == "cpu" and p.cpu_avx512_bf16 and ssm_req != "float32":
         # platforms/cpu.py:CpuPlatform.check_and_update_config (0.30/0.32/0.33; runs after the model hook
         # above): with AVX512-BF16 the SSM cache is reset to float32 unless it is float16/bfloat16 and
         # _cpu_mamba_backend() says "gdn" (GDN state dtype == requested dtype, true for these models).
         if ssm_req not in ("float16", "bfloat16"):
-            steps.append(f"CPU: SSM cache dtype {ssm_req} -> float32 (accelerated GDN backend reset)")
+            p.steps.append(f"CPU: SSM cache dtype {ssm_req} -> float32 (accelerated GDN backend reset)")
             ssm_req = "float32"
         else:
-            steps.append(f"CPU: {ssm_req} SSM state kept (accelerated GDN backend)")
+            p.steps.append(f"CPU: {ssm_req} SSM state kept (accelerated GDN backend)")
     # model_executor/layers/mamba/mamba_utils.py:MambaStateDtypeCalculator._mamba_state_dtype:
     # conv = mamba_cache_dtype (auto -> model dtype); ssm = mamba_ssm_cache_dtype (auto -> conv dtype).
-    conv_dtype = model_dtype if conv_req == "auto" else conv_req
-    ssm_dtype = conv_dtype if ssm_req == "auto" else ssm_req
+    p.conv_dtype = p.model_dtype if conv_req == "auto" else conv_req
+    p.ssm_dtype = p.conv_dtype if ssm_req == "auto" else ssm_req
 
-    # ---------------------------------------------------------------- mamba page sizes
+
+# ---------------------------------------------------------------- mamba page sizes
+def _mamba_pages(p):
     # mamba_utils.py:MambaStateShapeCalculator.gated_delta_net_state_shape:
     #   conv = (conv_kernel - 1 + num_spec, conv_dim / TP), conv_dim = 2*k_dim*k_heads + v_dim*v_heads
     #   ssm  = (v_heads / TP, v_dim, k_dim)
     # (speculative tokens enter the conv state only; orientation, dim-first or not, does not change bytes)
+    dims = p.dims = _gdn_dims(p.text)
+    tp = p.tp
     k_heads, v_heads = dims["k_heads"], dims["v_heads"]
     _divide(k_heads, tp, "linear_num_key_heads")
     v_local = _divide(v_heads, tp, "linear_num_value_heads")
     conv_dim = 2 * dims["k_dim"] * k_heads + dims["v_dim"] * v_heads
     conv_local = _divide(conv_dim, tp, "GDN conv_dim (2*k_dim*k_heads + v_dim*v_heads)")
-    conv_rows = dims["conv_kernel"] - 1 + num_spec
-    gdn_conv = conv_rows * conv_local * _DTYPE_BYTES[conv_dtype]
-    gdn_ssm = v_local * dims["v_dim"] * dims["k_dim"] * _DTYPE_BYTES[ssm_dtype]
+    conv_rows = dims["conv_kernel"] - 1 + p.num_spec
+    gdn_conv = conv_rows * conv_local * _DTYPE_BYTES[p.conv_dtype]
+    gdn_ssm = v_local * dims["v_dim"] * dims["k_dim"] * _DTYPE_BYTES[p.ssm_dtype]
     gdn_page = gdn_conv + gdn_ssm
-    steps.append(
-        f"GDN conv state ({conv_rows}, {conv_local}) {conv_dtype} = {gdn_conv} B "
-        f"[kernel {dims['conv_kernel']} - 1 + {num_spec} spec rows; conv_dim {conv_dim}/TP{tp}]"
+    p.steps.append(
+        f"GDN conv state ({conv_rows}, {conv_local}) {p.conv_dtype} = {gdn_conv} B "
+        f"[kernel {dims['conv_kernel']} - 1 + {p.num_spec} spec rows; conv_dim {conv_dim}/TP{tp}]"
     )
-    steps.append(f"GDN ssm state ({v_local}, {dims['v_dim']}, {dims['k_dim']}) {ssm_dtype} = {gdn_ssm} B")
-    steps.append(f"GDN page = {gdn_page} B")
-    pages = {"gdn": gdn_page}
-    result["mamba_state"] = {
+    p.steps.append(f"GDN ssm state ({v_local}, {dims['v_dim']}, {dims['k_dim']}) {p.ssm_dtype} = {gdn_ssm} B")
+    p.steps.append(f"GDN page = {gdn_page} B")
+    p.pages = {"gdn": gdn_page}
+    p.result["mamba_state"] = {
         "gdn": {
             "conv_shape": [conv_rows, conv_local],
-            "conv_dtype": conv_dtype,
+            "conv_dtype": p.conv_dtype,
             "ssm_shape": [v_local, dims["v_dim"], dims["k_dim"]],
-            "ssm_dtype": ssm_dtype,
+            "ssm_dtype": p.ssm_dtype,
             "page_bytes": gdn_page,
         },
     }
-    has_ple_layers = False
-    if family == "qwen4_exp":
-        # models/qwen4_exp/nvidia/model.py:Qwen4ExpForCausalLM.get_ple_mamba_state_shape_from_config (same in
-        # 0.30/0.32/0.33): short conv, tp_world_size=1 (TP-replicated), rows = (ple_conv_kernel_size-1) *
-        # ngram_size + num_spec, width = hidden_size * hc_count, dtype = conv dtype (short_conv_state_dtype).
-        # Defaults from models/qwen4_exp/config.py:Qwen4ExpTextConfig (hc_count 4, kernel 4, ngram 3).
-        hc_count = int(text.get("hc_count", 4))
-        if hc_count <= 1:
-            raise ValueError(f"Qwen4Exp requires hc_count > 1, got {hc_count}")
-        ple_kernel = int(text.get("ple_conv_kernel_size", 4))
-        ngram = int(text.get("ngram_size", 3))
-        ple_rows = (ple_kernel - 1) * ngram + num_spec
-        ple_width = _req_int(text, "hidden_size") * hc_count
-        ple_page = ple_rows * ple_width * _DTYPE_BYTES[conv_dtype]
-        pages["ple"] = ple_page
-        has_ple_layers = bool(text.get("ple_layer_ids"))
-        steps.append(f"PLE short-conv state ({ple_rows}, {ple_width}) {conv_dtype} = {ple_page} B (TP-replicated)")
-        result["mamba_state"]["ple"] = {
-            "conv_shape": [ple_rows, ple_width],
-            "conv_dtype": conv_dtype,
-            "page_bytes": ple_page,
-        }
+    p.has_ple_layers = False
+    if p.family == "qwen4_exp":
+        _ple_page(p)
     # platforms/interface.py:_align_hybrid_block_size: mamba_page_size = max(spec.page_size_bytes for spec in
     # model_cls.get_mamba_specs_from_config()) when the model defines it (Qwen4Exp), else the single MambaSpec.
-    mamba_page = max(pages.values())
-    if len(pages) > 1:
-        steps.append(f"largest mamba page wins: {max(pages, key=pages.get)} = {mamba_page} B")
+    p.mamba_page = max(p.pages.values())
+    if len(p.pages) > 1:
+        p.steps.append(f"largest mamba page wins: {max(p.pages, key=p.pages.get)} = {p.mamba_page} B")
 
-    # ---------------------------------------------------------------- kernel alignment K
-    _, gdn_backend = _resolve_gdn_prefill_backend(ver, platform, engine, dims["k_dim"], cuda_major)
-    result["gdn_prefill_backend"] = gdn_backend
+
+def _ple_page(p):
+    # models/qwen4_exp/nvidia/model.py:Qwen4ExpForCausalLM.get_ple_mamba_state_shape_from_config (same in
+    # 0.30/0.32/0.33): short conv, tp_world_size=1 (TP-replicated), rows = (ple_conv_kernel_size-1) *
+    # ngram_size + num_spec, width = hidden_size * hc_count, dtype = conv dtype (short_conv_state_dtype).
+    # Defaults from models/qwen4_exp/config.py:Qwen4ExpTextConfig (hc_count 4, kernel 4, ngram 3).
+    text = p.text
+    hc_count = int(text.get("hc_count", 4))
+    if hc_count <= 1:
+        raise ValueError(f"Qwen4Exp requires hc_count > 1, got {hc_count}")
+    ple_kernel = int(text.get("ple_conv_kernel_size", 4))
+    ngram = int(text.get("ngram_size", 3))
+    ple_rows = (ple_kernel - 1) * ngram + p.num_spec
+    ple_width = _req_int(text, "hidden_size") * hc_count
+    ple_page = ple_rows * ple_width * _DTYPE_BYTES[p.conv_dtype]
+    p.pages["ple"] = ple_page
+    p.has_ple_layers = bool(text.get("ple_layer_ids"))
+    p.steps.append(f"PLE short-conv state ({ple_rows}, {ple_width}) {p.conv_dtype} = {ple_page} B (TP-replicated)")
+    p.result["mamba_state"]["ple"] = {
+        "conv_shape": [ple_rows, ple_width],
+        "conv_dtype": p.conv_dtype,
+        "page_bytes": ple_page,
+    }
+
+
+# ---------------------------------------------------------------- kernel alignment K
+def _kernel_alignment(p):
+    _, p.gdn_backend = _resolve_gdn_prefill_backend(p.ver, p.platform, p.engine, p.dims["k_dim"], p.cuda_major)
+    p.result["gdn_prefill_backend"] = p.gdn_backend
     # interface.py:_align_hybrid_block_size: K = max(min(backend kernel block sizes), cache_config.block_size)
-    kernel = max(min_kernel, base_block)
-    k_steps = f"K = max({backend} kernel block {min_kernel}, block_size {base_block}) = {kernel}"
-    checkpoint_alignment = None
-    if ver == "0.33" and mamba_mode == "align":
-        # 0.33 interface.py:_align_hybrid_block_size: in align mode K = lcm(K,
-        # get_mamba_prefill_checkpoint_alignment() or 1); model_executor/layers/mamba/abstract.py:
-        # get_mamba_prefill_checkpoint_alignment = lcm over every MambaBase layer, None if any layer has none.
-        # GDN layer (layers/mamba/gdn/qwen_gdn_linear_attn.py:QwenGatedDeltaNetAttention.__init__,
-        # _checkpoint_alignment): FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64 (v1/attention/backends/gdn_attn.py)
-        # when align mode and the FlashInfer GDN prefill kernel is active, else None.
-        # Qwen4Exp PLE layer (models/qwen4_exp/nvidia/ple_layer.py:get_prefill_checkpoint_alignment): 1 in
-        # align mode.
-        layer_aligns = [64 if gdn_backend == "flashinfer" else None]
-        if has_ple_layers:
-            layer_aligns.append(1)
-        checkpoint_alignment = None if None in layer_aligns else lcm(*layer_aligns)
-        if checkpoint_alignment:
-            kernel = lcm(kernel, checkpoint_alignment)
-            k_steps += f"; lcm with prefill checkpoint alignment {checkpoint_alignment} -> {kernel}"
-        else:
-            k_steps += f"; no prefill checkpoint alignment (GDN prefill backend {gdn_backend})"
-    elif gdn_backend == "flashinfer":
-        k_steps += " (GDN prefill FlashInfer: no 64-token alignment before 0.33)"
-    steps.append(k_steps)
+    p.kernel = max(p.min_kernel, p.base_block)
+    p.checkpoint_alignment = None
+    k_steps = f"K = max({p.backend} kernel block {p.min_kernel}, block_size {p.base_block}) = {p.kernel}"
+    p.steps.append(k_steps + _KERNEL_RULES[p.ver](p))
 
-    # ---------------------------------------------------------------- the block
+
+def _kernel_before_033(p):
+    return " (GDN prefill FlashInfer: no 64-token alignment before 0.33)" if p.gdn_backend == "flashinfer" else ""
+
+
+def _kernel_033(p):
+    if p.mamba_mode != "align":
+        return _kernel_before_033(p)
+    # 0.33 interface.py:_align_hybrid_block_size: in align mode K = lcm(K,
+    # get_mamba_prefill_checkpoint_alignment() or 1); model_executor/layers/mamba/abstract.py:
+    # get_mamba_prefill_checkpoint_alignment = lcm over every MambaBase layer, None if any layer has none.
+    # GDN layer (layers/mamba/gdn/qwen_gdn_linear_attn.py:QwenGatedDeltaNetAttention.__init__,
+    # _checkpoint_alignment): FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64 (v1/attention/backends/gdn_attn.py)
+    # when align mode and the FlashInfer GDN prefill kernel is active, else None.
+    # Qwen4Exp PLE layer (models/qwen4_exp/nvidia/ple_layer.py:get_prefill_checkpoint_alignment): 1 in
+    # align mode.
+    layer_aligns = [64 if p.gdn_backend == "flashinfer" else None]
+    if p.has_ple_layers:
+        layer_aligns.append(1)
+    p.checkpoint_alignment = None if None in layer_aligns else lcm(*layer_aligns)
+    if not p.checkpoint_alignment:
+        return f"; no prefill checkpoint alignment (GDN prefill backend {p.gdn_backend})"
+    p.kernel = lcm(p.kernel, p.checkpoint_alignment)
+    return f"; lcm with prefill checkpoint alignment {p.checkpoint_alignment} -> {p.kernel}"
+
+
+_KERNEL_RULES = {"0.30": _kernel_before_033, "0.32": _kernel_before_033, "0.33": _kernel_033}
+
+
+# ---------------------------------------------------------------- the block
+def _hybrid_block(p):
     # interface.py:_align_hybrid_block_size (0.30 "none"/"align" branch, 0.32, 0.33):
     #   attn_block = K * cdiv(mamba_page, K * attn_bytes_per_token)
-    attn_block = kernel * cdiv(mamba_page, kernel * attn_bpt)
-    steps.append(
-        f"attention page {attn_bpt} B/token ({kv_heads} KV head(s)/rank x 2 x {head_dim} x {kv_bytes} B)"
-        f" -> K * ceil({mamba_page} / ({kernel} * {attn_bpt})) = {attn_block}"
+    attn_block = p.kernel * cdiv(p.mamba_page, p.kernel * p.attn_bpt)
+    p.steps.append(
+        f"attention page {p.attn_bpt} B/token ({_attention_page_text(p)})"
+        f" -> K * ceil({p.mamba_page} / ({p.kernel} * {p.attn_bpt})) = {attn_block}"
     )
-    if ver in ("0.32", "0.33"):
-        # 0.32/0.33 interface.py:_align_hybrid_block_size: round up to backend_block_alignment = lcm of every
-        # non-SSM backend's smallest kernel block (16 on GPU, 32 for CPU_ATTN) -- a no-op when K already is one.
-        rounded = backend_lcm * cdiv(attn_block, backend_lcm)
-        if rounded != attn_block:
-            steps.append(f"rounded up to backend common multiple {backend_lcm}: {rounded}")
-        attn_block = rounded
+    if p.ver in _BACKEND_ROUNDING:
+        attn_block = _round_to_backend_blocks(p, attn_block)
     # interface.py: "if cache_config.block_size < attn_block_size: block_size = attn_block_size" -> raised,
     # never lowered, and logged as "Setting attention block size to N tokens ...".
-    block = max(base_block, attn_block)
-    logged = block if block != base_block else None
+    block = max(p.base_block, attn_block)
+    logged = block if block != p.base_block else None
     if logged:
-        steps.append(f"engine logs: Setting attention block size to {block} tokens")
+        p.steps.append(f"engine logs: Setting attention block size to {block} tokens")
     else:
-        steps.append(f"block_size {base_block} already covers the mamba page (no 'Setting attention block size' line)")
-
-    # mamba_block_size: align -> = block (interface.py: "if mamba_cache_mode == 'align': mamba_block_size =
-    # block_size", silently overriding --mamba-block-size); none -> max_model_len (MambaModelConfig).
-    user_mamba_block = engine.get("mamba_block_size")
-    user_mamba_block = int(user_mamba_block) if user_mamba_block not in (None, "", 0) else None
-    max_model_len = engine.get("max_model_len") or text.get("max_position_embeddings")
-    max_model_len = int(max_model_len) if max_model_len else None
-    if mamba_mode == "align":
-        mamba_block = block
-        if user_mamba_block and user_mamba_block != block:
-            warnings.append(
-                f"--mamba-block-size {user_mamba_block} is silently replaced by the block ({block}) in align mode"
-            )
-    else:
-        if user_mamba_block and user_mamba_block != max_model_len:
-            # config/vllm.py:VllmConfig.validate_mamba_block_size (all three versions)
-            errors.append(
-                {
-                    "when": "startup",
-                    "field": "engine.mamba_block_size",
-                    "message": "--mamba-block-size can only be set with --enable-prefix-caching",
-                }
-            )
-        mamba_block = max_model_len
+        p.steps.append(
+            f"block_size {p.base_block} already covers the mamba page (no 'Setting attention block size' line)"
+        )
+    mamba_block = _mamba_block(p, block)
     # v1/core/kv_cache_utils.py:resolve_kv_cache_block_sizes: several KV cache groups -> scheduler block =
     # lcm of the group block sizes (attention groups x DCP, Mamba groups as is).
-    group_sizes = [block * dcp]
+    group_sizes = [block * p.dcp]
     if mamba_block:
         group_sizes.append(mamba_block)
     scheduler_block = lcm(*group_sizes)
-    steps.append(f"scheduler block = lcm{tuple(group_sizes)} = {scheduler_block}")
-
-    if family == "qwen4_exp":
-        _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base_block, block, dcp, steps, errors)
-
-    result.update(
+    p.steps.append(f"scheduler block = lcm{tuple(group_sizes)} = {scheduler_block}")
+    if p.family == "qwen4_exp":
+        _qsa_checks(p, block)
+    p.result.update(
         {
             "effective_block": block,
             "logged_block": logged,
             "scheduler_block": scheduler_block,
             "mamba_block_size": mamba_block,
-            "mamba_page_bytes": mamba_page,
-            "mamba_pages": pages,
-            "attn_page_bytes": block * attn_bpt,
-            "mamba_page_padding_bytes": block * attn_bpt - mamba_page,
-            "kernel_alignment": kernel,
-            "prefill_checkpoint_alignment": checkpoint_alignment,
+            "mamba_page_bytes": p.mamba_page,
+            "mamba_pages": p.pages,
+            "attn_page_bytes": block * p.attn_bpt,
+            "mamba_page_padding_bytes": block * p.attn_bpt - p.mamba_page,
+            "kernel_alignment": p.kernel,
+            "prefill_checkpoint_alignment": p.checkpoint_alignment,
             "has_mamba_or_sliding_window": True,
         }
     )
-    _retention(result, engine, steps, errors)
-    result.update({"steps": steps, "errors": errors, "warnings": warnings})
-    return result
 
 
-def _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base_block, block, dcp, steps, errors):
+# Versions whose interface.py:_align_hybrid_block_size rounds the attention block up to backend_block_alignment.
+_BACKEND_ROUNDING = ("0.32", "0.33")
+
+
+def _round_to_backend_blocks(p, attn_block):
+    # 0.32/0.33 interface.py:_align_hybrid_block_size: round up to backend_block_alignment = lcm of every
+    # non-SSM backend's smallest kernel block (16 on GPU, 32 for CPU_ATTN) -- a no-op when K already is one.
+    rounded = p.backend_lcm * cdiv(attn_block, p.backend_lcm)
+    if rounded != attn_block:
+        p.steps.append(f"rounded up to backend common multiple {p.backend_lcm}: {rounded}")
+    return rounded
+
+
+def _mamba_block(p, block):
+    # mamba_block_size: align -> = block (interface.py: "if mamba_cache_mode == 'align': mamba_block_size =
+    # block_size", silently overriding --mamba-block-size); none -> max_model_len (MambaModelConfig).
+    user_mamba_block = p.engine.get("mamba_block_size")
+    user_mamba_block = int(user_mamba_block) if user_mamba_block not in (None, "", 0) else None
+    max_model_len = p.engine.get("max_model_len") or p.text.get("max_position_embeddings")
+    max_model_len = int(max_model_len) if max_model_len else None
+    if p.mamba_mode == "align":
+        if user_mamba_block and user_mamba_block != block:
+            p.warnings.append(
+                f"--mamba-block-size {user_mamba_block} is silently replaced by the block ({block}) in align mode"
+            )
+        return block
+    if user_mamba_block and user_mamba_block != max_model_len:
+        # config/vllm.py:VllmConfig.validate_mamba_block_size (all three versions)
+        p.errors.append(
+            {
+                "when": "startup",
+                "field": "engine.mamba_block_size",
+                "message": "--mamba-block-size can only be set with --enable-prefix-caching",
+            }
+        )
+    return max_model_len
+
+
+def _qsa_checks(p, block):
     """Qwen4Exp QSA constraints that depend on the block (models/qwen4_exp/common/qsa_cache.py, nvidia/qsa.py,
     model_executor/models/config.py:Qwen4ExpForConditionalGenerationConfig)."""
-    if model_dtype != "bfloat16":
+    text, num_spec, spec_method, base_block = p.text, p.num_spec, p.spec_method, p.base_block
+    errors = p.errors
+    if p.model_dtype != "bfloat16":
         errors.append(
             {"when": "load", "field": "model_config.torch_dtype", "message": "Qwen4Exp QSA currently requires BF16"}
         )
-    if kv_dtype not in ("auto", "bfloat16"):
+    if p.kv_dtype not in ("auto", "bfloat16"):
         errors.append(
             {"when": "load", "field": "engine.kv_cache_dtype", "message": "Qwen4Exp QSA requires a BF16 main KV cache"}
         )
-    if dcp > 1:
+    if p.dcp > 1:
         errors.append(
             {
                 "when": "load",
@@ -753,7 +845,7 @@ def _qsa_checks(text, engine, model_dtype, kv_dtype, num_spec, spec_method, base
     # QSAKeyStateCache.get_kv_cache_spec (after alignment): ring capacity = ratio * cdiv(ratio + num_spec, ratio)
     # must divide the attention block (AssertionError), and joins the scheduler-block LCM (it divides it).
     capacity = ratio * cdiv(ratio + num_spec, ratio)
-    steps.append(f"QSA ring capacity {capacity} (compress ratio {ratio}, {num_spec} spec) must divide {block}")
+    p.steps.append(f"QSA ring capacity {capacity} (compress ratio {ratio}, {num_spec} spec) must divide {block}")
     if block % capacity:
         errors.append(
             {
