@@ -2,10 +2,11 @@
 
 Pure functions without Ansible imports; library/vllm_acceptance.py sends the requests and measures them
 (module_utils/openai_client.py).
-"Ready" means loaded + warm + this fixed set passing (FACTS section 2): a short answer, one long prompt sent
-cold then twice hot, two long sessions alternated A, B, A, B (the revisits must still hit), one forced tool call.
+"Ready" means loaded + warm + this fixed set passing (docs/engine-facts.md section 2): a short answer, one long
+prompt sent cold then twice hot, two long sessions alternated A, B, A, B (the revisits must still hit), one forced
+tool call.
 Cache hits are judged per request from usage.prompt_tokens_details.cached_tokens and by the /metrics counter
-deltas, never by the engine log's cumulative hit rate (FACTS section 3).
+deltas, never by the engine log's cumulative hit rate (docs/engine-facts.md section 3).
 """
 
 import hashlib
