@@ -5,6 +5,7 @@ Returned keys are checked against RETURN on every module run in the module tests
 here every RETURN entry must be well-formed.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -134,6 +135,32 @@ def test_return_entries_are_complete(rendered, name):
     returns = module_doc(rendered, name)["return"]
     incomplete = [key for key, entry in returns.items() if not {"description", "returned", "type"} <= set(entry)]
     assert incomplete == [], f"{name}: RETURN entries without description, returned or type"
+
+
+def names_in_code(name):
+    """String constants and keyword-argument names in a module, the project module_utils it imports and its
+    action plugin: every key it can return is among them."""
+    sources = [ROOT / MODULES[name] / f"{name}.py"] + [ROOT / "action_plugins" / f"{name}.py"]
+    names, read = set(), set()
+    while sources:
+        path = sources.pop()
+        if not path.exists() or path in read:
+            continue
+        read.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)
+            elif isinstance(node, ast.keyword) and node.arg:
+                names.add(node.arg)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible.module_utils."):
+                sources.append(ROOT / "module_utils" / f"{node.module.rsplit('.', 1)[-1]}.py")
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_documented_return_is_in_the_code(rendered, name):
+    stale = sorted(set(module_doc(rendered, name)["return"]) - names_in_code(name))
+    assert stale == [], f"{name} documents return keys its code never names"
 
 
 def test_the_comparison_catches_drift():
