@@ -414,7 +414,7 @@ def fake_server():
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # shutdown waits one poll
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", seen
     server.shutdown()

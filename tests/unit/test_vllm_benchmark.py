@@ -43,7 +43,7 @@ def fake_server():
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown waits one poll
     yield f"http://127.0.0.1:{server.server_address[1]}/", seen
     server.shutdown()
     server.server_close()
