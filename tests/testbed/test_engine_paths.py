@@ -13,7 +13,7 @@ import pytest
 
 from tests.profiles import ROOT, profiles
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import node_exec
+from tests.testbed.helpers import node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 FOLDER = profiles()["testbed"]["env"]["VLLM_TUNED_CONFIG_FOLDER"]
@@ -59,3 +59,33 @@ def test_table_missing_on_the_node_is_refused_before_the_start(served_pair):
     assert "Nothing was started" in out, out[-3000:]
     assert [sf.container_identity(i) for i in range(2)] == before, "a refused start restarted a rank"
     assert sf.health() == 200
+
+
+def test_status_reports_a_container_edited_by_hand_and_deploy_restores_its_policy(served_pair):
+    """playbooks/status.yml compares every running rank with its rendered compose spec: a restart policy changed by
+    hand on one rank is reported as drift, field by field; the deploy stage re-applies the spec's policy in place."""
+    sf.ensure_serving()
+    rc, out = playbook("playbooks/status.yml")
+    assert rc == 0 and "every rank runs the spec the deploy rendered" in out, out[-3000:]
+    before = [sf.container_identity(i) for i in range(2)]
+    rc, out = node_exec(1, "docker update --restart always spark-serve-rank1")
+    assert rc == 0, out
+    try:
+        rc, out = playbook("playbooks/status.yml")
+        assert rc != 0, out[-3000:]
+        drift = out[out.index("drift: ") :][:1500]
+        assert "node-1 (rank 1)" in drift and "restart spec" in drift and "always" in drift, drift
+        assert "node-0 (rank 0)" not in drift, drift
+        started = time.monotonic()
+        rc, out = sf.deploy()
+        seconds = time.monotonic() - started
+        assert rc == 0, out[-6000:]
+        assert sf.recap(out)["node-1"]["changed"] >= 1, sf.recap(out)
+    finally:
+        node_exec(1, "docker update --restart no spark-serve-rank1")
+    rc, policy = node_exec(1, "docker inspect -f '{{.HostConfig.RestartPolicy.Name}}' spark-serve-rank1")
+    assert policy.strip() == "no"
+    assert [sf.container_identity(i) for i in range(2)] == before, "re-applying the policy restarted a rank"
+    print(f"\n[drift] status.yml named rank 1's restart policy; deploy re-applied it in place in {seconds:.0f} s")
+    rc, out = playbook("playbooks/status.yml")
+    assert rc == 0, out[-3000:]
