@@ -133,11 +133,7 @@ logs:
 
 from ansible.module_utils.basic import AnsibleModule
 
-
-def main():
-    # Reached only when the action plugin is not found (action_plugins missing from the configuration).
-    AnsibleModule(argument_spec={}).fail_json(msg="vllm_staged_start runs as an action plugin on the controller")
-
-
+# Reached only when the action plugin is not found (action_plugins missing from the configuration). No main():
+# ansible-lint's args rule then leaves the task's arguments to the action plugin, which validates them itself.
 if __name__ == "__main__":
-    main()
+    AnsibleModule(argument_spec={}).fail_json(msg="vllm_staged_start runs as an action plugin on the controller")

@@ -56,8 +56,9 @@ def check_returns(name, returns, result, check_mode=False):
     return problems
 
 
-def run_module(module, args, check_mode=False, diff=False):
-    """module.main() with `args`; the result dict (with failed=True when the module failed), held to RETURN."""
+def run_module(module, args, check_mode=False, diff=False, main=None):
+    """module.main() (or `main`) with `args`; the result dict (with failed=True when the module failed), held to
+    RETURN."""
     warnings._global_warnings.clear()  # the module's warnings of this run only
     warnings._global_deprecations.clear()
     module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
@@ -69,7 +70,7 @@ def run_module(module, args, check_mode=False, diff=False):
         mock.patch.object(_internal, "is_controller", False),
     ):
         try:
-            module.main()
+            (main or module.main)()
         except _Returned as returned:
             result = returned.result
         else:

@@ -2,6 +2,7 @@
 answers docker, compose and ss commands from a script of snapshots), and library/vllm_staged_start.py, its
 documentation stub."""
 
+import runpy
 from pathlib import Path
 from unittest import mock
 
@@ -139,5 +140,8 @@ def test_check_mode_runs_nothing_but_still_validates_the_arguments(nodes, tmp_pa
 
 
 def test_the_module_stub_says_it_runs_as_an_action_plugin():
-    result = run_module(staged_start_doc, {})
+    # Run as Ansible would run the file if the action plugin were missing.
+    result = run_module(
+        staged_start_doc, {}, main=lambda: runpy.run_path(staged_start_doc.__file__, run_name="__main__")
+    )
     assert result["failed"] and result["msg"] == "vllm_staged_start runs as an action plugin on the controller"
