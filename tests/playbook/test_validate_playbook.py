@@ -103,11 +103,11 @@ def test_bad_profile_stops_at_validation_with_every_violation(tmp_path):
 
 
 def test_schema_error_names_the_path(tmp_path):
-    rc, out, _ = site_check(tmp_path, "single", {"model": {"revision": "main"}, "nodes": 5})
+    rc, out, _ = site_check(tmp_path, "single", {"model": {"revision": "main"}, "nodes": 65})
     assert rc != 0
     # Each problem on its own line, starting with the field's path and its value.
     assert re.search(r"^- model\.revision: 'main' .*pattern", out, re.M), out
-    assert re.search(r"^- nodes: 5 .*maximum of 2", out, re.M), out
+    assert re.search(r"^- nodes: 65 .*maximum of 64", out, re.M), out
 
 
 def test_default_inventory_is_the_pair_and_single_swaps_to_tp1(tmp_path):
