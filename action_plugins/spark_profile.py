@@ -13,28 +13,12 @@ import jsonschema
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-DOCUMENTATION = r"""
----
-action: spark_profile
-short_description: Resolve and shape-check the inventory's deployment profile (controller only)
-description:
-  - Looks up O(name) in C(spark_serve_profiles), templates every value, merges C(spark_serve_profile_overrides)
-    recursively (mappings merge, lists are replaced), and validates the result against O(schema).
-  - Fails with one line per problem, each naming the field, the file it comes from and the rule.
-options:
-  name:
-    description: The profile name (C(spark_serve_profile)).
-    type: str
-    required: true
-  schema:
-    description: Path of the profile JSON Schema on the controller.
-    type: path
-    required: true
-  profiles_file:
-    description: Where C(spark_serve_profiles) is defined, named in messages.
-    type: str
-    default: group_vars/all/profiles.yml
-"""
+# Documented in library/spark_profile.py (ansible-doc -M library spark_profile).
+ARGUMENT_SPEC = dict(
+    name=dict(type="str"),
+    schema=dict(type="path", required=True),
+    profiles_file=dict(type="str", default="group_vars/all/profiles.yml"),
+)
 
 PROFILES_VAR = "spark_serve_profiles"
 OVERRIDES_VAR = "spark_serve_profile_overrides"
@@ -76,8 +60,8 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        args = self._task.args
-        name, profiles_file = args.get("name"), args.get("profiles_file", "group_vars/all/profiles.yml")
+        _, args = self.validate_argument_spec(ARGUMENT_SPEC)
+        name, profiles_file = args["name"], args["profiles_file"]
         inventory = task_vars.get("inventory_dir") or "the inventory"
         problems = []
         profiles = self.resolve(task_vars.get(PROFILES_VAR), PROFILES_VAR, profiles_file, problems)
@@ -90,7 +74,7 @@ class ActionModule(ActionBase):
                     f"profile name to profile, got {kind(profiles)}"
                 ],
             )
-        if name not in profiles:
+        if name is None or name not in profiles:
             return self.failed(
                 result,
                 [

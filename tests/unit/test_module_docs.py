@@ -17,6 +17,7 @@ import pytest
 import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
+from ansible.plugins.action import spark_profile as spark_profile_action
 from ansible.plugins.action import vllm_staged_start as staged_start_action
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,10 @@ BIN = Path(sys.executable).parent
 LIBRARIES = ["library"] + sorted(str(path.relative_to(ROOT)) for path in ROOT.glob("roles/*/library"))
 MODULES = {path.stem: library for library in LIBRARIES for path in sorted((ROOT / library).glob("*.py"))}
 # Modules whose work an action plugin does: the plugin holds the argument spec.
-ACTION_SPECS = {"vllm_staged_start": staged_start_action.ARGUMENT_SPEC}
+ACTION_SPECS = {
+    "spark_profile": spark_profile_action.ARGUMENT_SPEC,
+    "vllm_staged_start": staged_start_action.ARGUMENT_SPEC,
+}
 # What a missing field means, in the documentation and in an argument spec alike.
 FIELD_DEFAULTS = {"type": "str", "required": False, "default": None, "choices": None, "elements": None, "aliases": []}
 
