@@ -100,8 +100,11 @@ def main():
         )
     secret = ""
     if params["api_key_file"]:
-        with open(params["api_key_file"], encoding="utf-8") as key_file:
-            secret = key_file.read().strip()
+        try:
+            with open(params["api_key_file"], encoding="utf-8") as key_file:
+                secret = key_file.read().strip()
+        except OSError as err:  # without the key nothing can be scrubbed: write nothing
+            module.fail_json(msg=f"api_key_file {params['api_key_file']}: {err.strerror}; nothing was written")
     if secret:
         module.no_log_values.add(secret)  # the record given may hold it, and Ansible echoes the arguments back
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

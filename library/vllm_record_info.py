@@ -62,8 +62,11 @@ def main():
     )
     records = []
     for path in sorted(glob.glob(os.path.join(module.params["dir"], "*.json"))):
-        with open(path, encoding="utf-8") as source:
-            records.append(json.load(source))
+        try:
+            with open(path, encoding="utf-8") as source:
+                records.append(json.load(source))
+        except (OSError, ValueError) as err:  # a rollback must not pick a record it cannot read
+            module.fail_json(msg=f"record {path} is unreadable: {err}")
     good = last_passed(records, module.params["inventory"])
     if good is not None:
         good["restore_overlays"] = [

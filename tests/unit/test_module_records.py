@@ -105,6 +105,21 @@ def test_record_info_finds_the_last_passed_and_the_latest_of_the_inventory(tmp_p
     assert everything["latest"]["id"] == "20990101T000001Z-other-deploy"
 
 
+def test_record_without_a_readable_key_file_writes_nothing(tmp_path):
+    records = tmp_path / "records"
+    result = write(records, api_key_file=str(tmp_path / "missing"))
+    assert result["failed"]
+    assert result["msg"] == f"api_key_file {tmp_path / 'missing'}: No such file or directory; nothing was written"
+    assert not records.exists()
+
+
+def test_record_info_names_an_unreadable_record(tmp_path):
+    (tmp_path / "20261201T000000Z-x-deploy.json").write_text("{ cut short")
+    result = run_module(vllm_record_info, {"dir": str(tmp_path)})
+    assert result["failed"]
+    assert result["msg"].startswith(f"record {tmp_path / '20261201T000000Z-x-deploy.json'} is unreadable: ")
+
+
 def test_record_info_on_an_empty_directory_returns_nulls(tmp_path):
     result = run_module(vllm_record_info, {"dir": str(tmp_path)})
     assert (result["last_passed"], result["latest"], result["records"]) == (None, None, [])
