@@ -31,7 +31,13 @@ def text(value):
         kind, inner = match.groups()
         return {"I": f"*{inner}*", "B": f"**{inner}**"}.get(kind, f"`{inner}`")
 
-    return [MARKUP.sub(convert, " ".join(str(p).split())) for p in paragraphs]
+    return [_escape_html(MARKUP.sub(convert, " ".join(str(p).split()))) for p in paragraphs]
+
+
+def _escape_html(line):
+    """`<project>` outside code spans would be read as an HTML tag and vanish from the rendered page."""
+    parts = line.split("`")
+    return "`".join(part if index % 2 else part.replace("<", "&lt;") for index, part in enumerate(parts))
 
 
 def cell(value):

@@ -31,6 +31,14 @@ def test_readme_names_every_variable_with_its_type(role):
             assert f"| `{name}` | {option.get('type', 'str')}" in text, name
 
 
+def test_markup_becomes_markdown_and_tags_outside_code_are_escaped():
+    from tools.gen_role_readme import text
+
+    assert text("Named C(<project>-rank<N>) or <project>-rank<N>; I(may) change, see O(x).") == [
+        "Named `<project>-rank<N>` or &lt;project>-rank&lt;N>; *may* change, see `x`."
+    ]
+
+
 def test_a_changed_spec_is_reported_as_drift(tmp_path, monkeypatch, capsys):
     role = tmp_path / "roles" / "demo"
     shutil.copytree(ROOT / "roles" / "roce_network" / "meta", role / "meta")
