@@ -42,11 +42,13 @@ def profile(name):
     return copy.deepcopy(profiles()[name])
 
 
-def vllm_args_params(prof, rank=0, master_addr="192.0.2.10"):
-    """The parameters playbooks/validate.yml passes to vllm_args for one rank."""
-    model_config = json.loads((ROOT / prof["model"]["config"]).read_text())
+def vllm_args_params(prof, rank=0, master_addr="192.0.2.10", config_as_path=False):
+    """The parameters playbooks/validate.yml passes to vllm_args for one rank (model_config read here, or passed
+    as its path the way the playbook passes it, with the tuned-table folder left for the module to list)."""
+    config_path = ROOT / prof["model"]["config"]
+    model_config = str(config_path) if config_as_path else json.loads(config_path.read_text())
     tuned = ROOT / prof["tuned_config_dir"] if "tuned_config_dir" in prof else None
-    return {
+    params = {
         "engine": prof["engine"],
         "env": prof.get("env", {}),
         "engine_version": prof["engine_version"],
@@ -62,3 +64,28 @@ def vllm_args_params(prof, rank=0, master_addr="192.0.2.10"):
         "tuned_config_dir": str(tuned) if tuned else None,
         "tuned_config_files": sorted(p.name for p in tuned.iterdir()) if tuned and tuned.is_dir() else None,
     }
+    if config_as_path:
+        del params["tuned_config_files"]
+    return {key: value for key, value in params.items() if value is not None}
+
+
+def set_in(path, value):
+    """A profile mutation: set the dotted path to value (creating mappings on the way)."""
+
+    def mutate(prof):
+        node = prof
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+
+    return mutate
+
+
+def extra(*args):
+    """A profile mutation: replace extra_args."""
+
+    def mutate(prof):
+        prof["extra_args"] = list(args)
+
+    return mutate

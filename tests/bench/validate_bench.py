@@ -38,10 +38,7 @@ def timed(args):
 def module_seconds(name, prof):
     total = 0.0
     for rank in range(prof["nodes"]):
-        params = vllm_args_params(prof, rank=rank)
-        params.pop("tuned_config_files")
-        params["model_config"] = str(ROOT / prof["model"]["config"])
-        params = {k: v for k, v in params.items() if v is not None}
+        params = vllm_args_params(prof, rank=rank, config_as_path=True)
         total += timed(
             [
                 str(BIN / "ansible"),

@@ -13,7 +13,7 @@ from ansible.modules import vllm_args
 from ansible.plugins.action.spark_profile import schema_problems
 
 from tests.module_harness import run_module
-from tests.profiles import ROOT, SCHEMA, profile
+from tests.profiles import ROOT, SCHEMA, extra, profile, set_in, vllm_args_params
 
 SECRET = "sk-HOSTILE-0123456789"
 PAIR_LINK = ["192.0.2.10", "192.0.2.11"]
@@ -26,47 +26,14 @@ def validate(prof, out_dir, master_addr="192.0.2.10", fast_link=PAIR_LINK):
         return problems
     violations = []
     for rank in range(prof["nodes"]):
-        args = {
-            "engine": prof["engine"],
-            "env": prof.get("env", {}),
-            "engine_version": prof["engine_version"],
-            "platform": prof["platform"],
-            "model": prof["model"]["id"],
-            "revision": prof["model"]["revision"],
-            "model_config": str(ROOT / prof["model"]["config"]),
-            "nodes": prof["nodes"],
-            "node_rank": rank,
-            "master_addr": master_addr,
-            "fast_link_addresses": fast_link,
-            "extra_args": prof.get("extra_args", []),
-            "dest": str(out_dir / f"rank{rank}.args.json"),
-        }
-        if "moe_table" in prof:
-            args.update(moe_table=prof["moe_table"], tuned_config_dir=str(ROOT / prof["tuned_config_dir"]))
+        args = vllm_args_params(prof, rank, master_addr, config_as_path=True)
+        args.update(fast_link_addresses=fast_link, dest=str(out_dir / f"rank{rank}.args.json"))
         result = run_module(vllm_args, args)
         violations += result.get("violations", [])
         if result["failed"]:
             assert result["msg"].count("\n") == len(result["violations"]), "one line per violation after the head"
             assert "argv" not in result, "a refusal returns its violations, not the rendered command"
     return violations
-
-
-def set_in(path, value):
-    def mutate(prof):
-        node = prof
-        keys = path.split(".")
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
-
-    return mutate
-
-
-def extra(*args):
-    def mutate(prof):
-        prof["extra_args"] = list(args)
-
-    return mutate
 
 
 def extra_instead(key, *args):

@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 from ansible.module_utils.engine_rules import plan
 
-from tests.profiles import SCHEMA, profile, profiles, vllm_args_params
+from tests.profiles import SCHEMA, extra, profile, profiles, set_in, vllm_args_params
 
 
 def schema_errors(prof):
@@ -91,17 +91,6 @@ def test_every_violation_is_listed_at_once():
     assert fields == {"engine.max_num_seq", "engine.prefix_cache_retention_interval", "env.PYTORCH_ALLOC_CONF"}
 
 
-def set_in(path, value):
-    def mutate(prof):
-        node = prof
-        keys = path.split(".")
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
-
-    return mutate
-
-
 def drop(path):
     def mutate(prof):
         node = prof
@@ -109,13 +98,6 @@ def drop(path):
         for key in keys[:-1]:
             node = node[key]
         del node[keys[-1]]
-
-    return mutate
-
-
-def extra(*args):
-    def mutate(prof):
-        prof["extra_args"] = list(args)
 
     return mutate
 
