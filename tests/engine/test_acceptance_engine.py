@@ -29,7 +29,7 @@ from tests.profiles import profile
 
 pytestmark = pytest.mark.engine
 
-START_TIMEOUT = 300  # /health seen after 25-64 s on 2 cores (FACTS section 6); the machine may be loaded
+START_TIMEOUT = 300  # /health seen after 25-64 s on 2 cores (docs/engine-facts.md section 6); the machine may be loaded
 SERVED_NAME = "tiny-llama"
 # The forced tool call is decoded under a JSON-schema grammar. xgrammar's default lets whitespace in anywhere, and
 # the tiny model's random weights then pad `{` with newlines until max_tokens (measured: 128 tokens, no JSON); a
