@@ -159,10 +159,12 @@ warnings:
   description: Things that are allowed but worth a look.
   returned: always
   type: list
+  elements: str
 violations:
   description: Every problem found, each with field, value (redacted for secrets), rule and message.
   returned: failed
   type: list
+  elements: dict
 violation_lines:
   description: The violations as one line each (message and rule), as printed in RV(msg).
   returned: failed
