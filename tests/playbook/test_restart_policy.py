@@ -46,7 +46,11 @@ def test_default_policy_follows_the_node_count(tmp_path, name, expected):
                     "tasks": [
                         {
                             "name": "validate",
-                            "ansible.builtin.include_role": {"name": "vllm_service", "tasks_from": "validate", "public": True},
+                            "ansible.builtin.include_role": {
+                                "name": "vllm_service",
+                                "tasks_from": "validate",
+                                "public": True,
+                            },
                         },
                         {"name": "show", "ansible.builtin.debug": {"msg": "policy={{ vllm_service_restart }}"}},
                     ],
@@ -60,4 +64,3 @@ def test_default_policy_follows_the_node_count(tmp_path, name, expected):
     )
     assert rc == 0, out[-3000:]
     assert f'"msg": "policy={expected}"' in out, out[-2000:]
-

@@ -53,8 +53,9 @@ def test_single_node_rerun_changes_nothing(single):
 def test_single_node_serves_again_after_a_docker_restart(single):
     """Seed 004's `unless-stopped` (the default on one node): the node's Docker daemon restarts, the engine
     container comes back by itself (same container, new start) and serves again."""
-    rc, out = node_exec(0, "docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.HostConfig.RestartPolicy.Name}}' "
-                        "spark-serve-rank0")
+    rc, out = node_exec(
+        0, "docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.HostConfig.RestartPolicy.Name}}' spark-serve-rank0"
+    )
     assert rc == 0, out
     container, started_at, policy = out.split()
     assert policy == "unless-stopped", out
