@@ -105,20 +105,19 @@ def compare(spec, container, image):
             drift.append(
                 {"field": f"env.{key}", "spec": shown(key, want_env.get(key)), "running": shown(key, have_env.get(key))}
             )
-    want_mounts = sorted(
-        (v.get("source"), v.get("target"), bool(v.get("read_only")))
+    # Bind mounts by container path: [source, destination, read-only].
+    want_mounts = {
+        v.get("target"): [v.get("source"), v.get("target"), bool(v.get("read_only"))]
         for v in spec.get("volumes") or []
         if v.get("type", "bind") == "bind"
-    )
-    have_mounts = sorted(
-        (m.get("Source"), m.get("Destination"), not m.get("RW", True))
+    }
+    have_mounts = {
+        m.get("Destination"): [m.get("Source"), m.get("Destination"), not m.get("RW", True)]
         for m in container.get("Mounts") or []
         if m.get("Type") == "bind"
-    )
-    for mount in sorted(set(want_mounts) - set(have_mounts)):
-        drift.append({"field": f"mounts.{mount[1]}", "spec": list(mount), "running": None})
-    for mount in sorted(set(have_mounts) - set(want_mounts)):
-        drift.append({"field": f"mounts.{mount[1]}", "spec": None, "running": list(mount)})
+    }
+    for dest in sorted(set(want_mounts) | set(have_mounts)):
+        differ(f"mounts.{dest}", want_mounts.get(dest), have_mounts.get(dest))
     differ("restart", spec.get("restart") or "no", (host.get("RestartPolicy") or {}).get("Name") or "no")
     labels = config.get("Labels") or {}
     for key, value in sorted((spec.get("labels") or {}).items()):
