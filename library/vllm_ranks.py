@@ -6,7 +6,9 @@ DOCUMENTATION = r"""
 module: vllm_ranks
 short_description: Report whether this node's vLLM rank is alive
 description:
-  - Reads the rank's container state and its recent log lines, and on the head also /health.
+  - Reads the rank's container state and the recent log lines of its current run (since .State.StartedAt: a
+    restart by Docker's restart policy leaves the previous run's shutdown errors in the log), and on the head
+    also /health.
   - A dead or exited worker is reported even while the head's /health still answers 200 (vLLM does not notice a
     lost worker until a request fails).
   - Read-only; supports check mode.
@@ -92,11 +94,16 @@ def main():
         supports_check_mode=True,
     )
     name = module.params["container"]
-    rc, out, _ = module.run_command(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name])
-    state, code = (out.split()[0], int(out.split()[1])) if rc == 0 and len(out.split()) == 2 else (None, None)
+    inspect = "{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt}}"
+    rc, out, _ = module.run_command(["docker", "inspect", "-f", inspect, name])
+    fields = out.split() if rc == 0 else []
+    state, code, started_at = (fields[0], int(fields[1]), fields[2]) if len(fields) == 3 else (None, None, None)
     lines = []
     if state:
-        _, log_out, log_err = module.run_command(["docker", "logs", "--tail", str(module.params["log_lines"]), name])
+        # Only this run's lines: after a restart (Docker's restart policy) the log still holds the previous run's
+        # shutdown errors, which would make a serving rank look dead.
+        tail = ["--since", started_at, "--tail", str(module.params["log_lines"])]
+        _, log_out, log_err = module.run_command(["docker", "logs", *tail, name])
         lines = (log_out + log_err).splitlines()
     alive, stage, reason = rank_verdict(state, code, lines)
     status = health(module.params["port"]) if module.params["head"] else None

@@ -14,16 +14,21 @@ READY_LOG = "Loading weights took 1.2 seconds\nStarting vLLM API server 0 on htt
 DEAD_LOG = "Loading weights took 1.2 seconds\nTraceback (most recent call last):\nRuntimeError: gloo lost rank 0\n"
 
 
-def fake_docker(monkeypatch, inspect, logs=""):
-    """docker inspect answers `inspect` ("running 0"; None: no such container), docker logs answers `logs`."""
+STARTED_AT = "2026-12-01T23:40:00.123456789Z"
+
+
+def fake_docker(monkeypatch, inspect, logs="", earlier_runs=""):
+    """docker inspect answers `inspect` ("running 0"; None: no such container) with STARTED_AT; docker logs answers
+    `logs`, preceded by `earlier_runs` unless asked only for the lines since STARTED_AT."""
     calls = []
 
     def run_command(module, argv, **kwargs):
         calls.append(argv)
         if argv[1] == "inspect":
-            return (0, inspect + "\n", "") if inspect else (1, "", "Error: No such object")
+            return (0, f"{inspect} {STARTED_AT}\n", "") if inspect else (1, "", "Error: No such object")
         if argv[1] == "logs":
-            return 0, logs, ""
+            since = argv[argv.index("--since") + 1] if "--since" in argv else None
+            return 0, (logs if since == STARTED_AT else earlier_runs + logs), ""
         raise AssertionError(f"unexpected command {argv}")
 
     monkeypatch.setattr(AnsibleModule, "run_command", run_command)
@@ -55,7 +60,13 @@ def test_a_running_worker_is_alive_at_its_stage_without_health(monkeypatch):
     result = run_module(vllm_ranks, {"container": "rank1", "log_lines": 50}, check_mode=True)
     assert result["changed"] is False
     assert (result["alive"], result["state"], result["stage"], result["health"]) == (True, "running", "serving", None)
-    assert calls[1] == ["docker", "logs", "--tail", "50", "rank1"]
+    assert calls[1] == ["docker", "logs", "--since", STARTED_AT, "--tail", "50", "rank1"]
+
+
+def test_a_rank_restarted_by_docker_is_judged_by_its_current_run_only(monkeypatch):
+    fake_docker(monkeypatch, "running 0", READY_LOG, earlier_runs=DEAD_LOG)
+    result = run_module(vllm_ranks, {"container": "rank0"})
+    assert (result["alive"], result["stage"], result["reason"]) == (True, "serving", None), result
 
 
 def test_a_worker_whose_log_shows_a_traceback_is_dead_while_still_running(monkeypatch):
