@@ -6,7 +6,7 @@ DOCUMENTATION = r"""
 module: vllm_ranks
 short_description: Report whether this node's vLLM rank is alive
 description:
-  - Reads the rank's container state and the recent log lines of its current run (since .State.StartedAt: a
+  - Reads the rank's container state and the recent log lines of its current run (since C(.State.StartedAt), because a
     restart by Docker's restart policy leaves the previous run's shutdown errors in the log), and on the head
     also /health.
   - A dead or exited worker is reported even while the head's /health still answers 200 (vLLM does not notice a
