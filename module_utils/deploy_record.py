@@ -47,6 +47,19 @@ def last_passed(records, inventory=None):
     return max(candidates, key=lambda r: r["id"], default=None)
 
 
+def readback_line(figures):
+    """The engine's own logged figures beside the prediction (None where the log held none)."""
+    if not figures:
+        return "- engine read-back: none (no start, or the gate did not run)"
+    return (
+        f"- engine read-back: attention block {figures.get('attention_block')} tokens, KV cache "
+        f"{figures.get('kv_cache_tokens')} tokens (max concurrency {figures.get('max_concurrency')}x at "
+        f"{figures.get('concurrency_at_tokens')} tokens), MoE config {figures.get('moe_config')}"
+        + (" (default-MoE warning)" if figures.get("moe_default_warning") else "")
+        + f", attention backend {figures.get('attention_backend')}"
+    )
+
+
 def markdown(record):
     """The human-readable view of a record."""
     acceptance = record.get("acceptance") or {}
@@ -65,6 +78,7 @@ def markdown(record):
             else ""
         ),
         f"- predicted effective block: {record.get('effective_block')} tokens",
+        readback_line(record.get("acceptance", {}).get("readback")),
         f"- versions: {', '.join(f'{k} {v}' for k, v in sorted(record.get('versions', {}).items()))}",
         "",
         "## Overlays",

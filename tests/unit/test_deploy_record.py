@@ -57,10 +57,13 @@ def test_markdown_shows_status_image_overlays_ranks_and_gate_failures():
             "passed": False,
             "failures": ["hot-1: hit ratio 0.00 < 0.50 (short by 0.50)"],
             "summary": {"hot_hit_ratio": 0.0},
+            "readback": {"attention_block": 2960, "kv_cache_tokens": 8192, "moe_default_warning": "Using default"},
         },
         "versions": {"ansible-core": "2.19.14"},
     }
     text = markdown(record)
+    assert "predicted effective block: 128 tokens\n- engine read-back: attention block 2960 tokens" in text
+    assert "KV cache 8192 tokens" in text and "(default-MoE warning)" in text
     for expected in (
         "status: **failed** (gate failed)",
         "r/vllm@sha256:ab (id sha256:cd)",
