@@ -67,6 +67,9 @@ def test_status_reports_a_container_edited_by_hand_and_deploy_restores_its_polic
     """playbooks/status.yml compares every running rank with its rendered compose spec: a restart policy changed by
     hand on one rank is reported as drift, field by field; the deploy stage re-applies the spec's policy in place."""
     sf.ensure_serving()
+    # The shipped profile first: an earlier test (a rollback) may have left another configuration serving.
+    rc, out = sf.deploy()
+    assert rc == 0, out[-6000:]
     rc, out = playbook("playbooks/status.yml")
     assert rc == 0 and "every rank runs the spec the deploy rendered" in out, out[-3000:]
     before = [sf.container_identity(i) for i in range(2)]
