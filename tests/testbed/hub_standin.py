@@ -22,8 +22,8 @@ Test hooks, read from the --control JSON file on every request (write it, no res
    "drop_after": {"model.safetensors": 300000}}     # close the connection after N body bytes of a GET
                                                     # without Range, once per change of the control file
 Every request is appended to --log as one JSON line when it ends ("event": "end": ts of its start, seconds,
-method, repo, file, revision, range, status, bytes sent, size, complete, dropped); a GET of a file also logs "event": "start"
-when its body starts, so a test can interrupt a transfer in flight.
+method, repo, file, revision, range, status, bytes sent, size, complete, dropped); a GET of a file also logs
+"event": "start" when its body starts, so a test can interrupt a transfer in flight.
 """
 
 import argparse

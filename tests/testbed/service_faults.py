@@ -17,7 +17,8 @@ from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_exec, play
 HEAD = f"http://10.253.{16 * int(INSTANCE)}.10:8000"
 MODEL = "tiny-llama"
 PAIR = "inventories/testbed-pair"
-# The engine's own bound when a rank never arrives: the CPU build's gloo default (FACTS §5) and NCCL's.
+# The engine's own bound when a rank never arrives: the CPU build's gloo default and NCCL's
+# (docs/engine-facts.md section 5).
 GLOO_TIMEOUT_S, NCCL_TIMEOUT_S = 1801, 601
 IMAGE_VLLM = "/opt/vllm/lib/python3.11/site-packages/vllm"  # where the test-bed image installs vLLM
 
@@ -87,7 +88,7 @@ def noop_rerun():
         "out": out,
         "seconds": time.monotonic() - started,
         "changed": changed_count(out),
-        "restarts": sum(a != b for a, b in zip(before, [container_identity(i) for i in range(2)])),
+        "restarts": sum(a != b for a, b in zip(before, [container_identity(i) for i in range(2)], strict=True)),
     }
 
 

@@ -161,7 +161,7 @@ def rdma_sysfs_tree(root, netdev, gid_address, state="4: ACTIVE"):
     a, b, c, d = (int(x) for x in gid_address.split("."))
     mapped = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
     gids = ["fe80:0000:0000:0000:0000:0000:0000:0001"] * 2 + [mapped] * 2
-    for index, (gid, kind) in enumerate(zip(gids, ["IB/RoCE v1", "RoCE v2"] * 2)):
+    for index, (gid, kind) in enumerate(zip(gids, ["IB/RoCE v1", "RoCE v2"] * 2, strict=True)):
         (port / "gids" / str(index)).write_text(f"{gid}\n")
         (port / "gid_attrs" / "types" / str(index)).write_text(f"{kind}\n")
     return dev

@@ -39,7 +39,7 @@ def table_cells(markdown):
 
 
 def test_the_table_and_plot_follow_from_the_per_request_measurements(served_pair):
-    created, out = bench()
+    created, _ = bench()
     data = json.loads(created.read_text())
     cells = table_cells(created.with_suffix(".md").read_text())
     assert created.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

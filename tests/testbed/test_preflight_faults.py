@@ -54,7 +54,7 @@ def sh(index, command, timeout=300):
 
 def packages(index):
     """{package: (version, selection)} of the installed packages the tests touch."""
-    rc, out = node_exec(
+    _, out = node_exec(
         index,
         "dpkg-query -W -f '${Package} ${Version} ${db:Status-Status} ${db:Status-Want}\\n' "
         + " ".join(DRIVER_PACKAGES + BASELINE_PACKAGES),
