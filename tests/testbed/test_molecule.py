@@ -8,7 +8,7 @@ import pytest
 
 from tests.testbed.helpers import BIN, ROOT, run
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.molecule]
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
 
 
