@@ -26,7 +26,7 @@ from ansible.utils.display import Display
 # modules it ships to a node; an action plugin runs in the controller's Python, so the configured folders join
 # the ansible.module_utils package here and the import below is the one every module uses.
 ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
-from ansible.module_utils.rank_watch import STAGES, rank_verdict, stage_of, timeouts
+from ansible.module_utils.rank_watch import STAGES, STALLED, link_problem, rank_verdict, stage_of, stall_sign, timeouts
 
 display = Display()
 
@@ -41,6 +41,8 @@ ARGUMENT_SPEC = dict(
             rank=dict(type="int", required=True),
             ssh=dict(type="list", elements="str", required=True),
             container=dict(type="str", required=True),
+            address=dict(type="str"),
+            netdev=dict(type="str"),
         ),
     ),
     project=dict(type="str", default="spark-serve"),
@@ -52,6 +54,9 @@ ARGUMENT_SPEC = dict(
     backend=dict(type="str", default="nccl", choices=["nccl", "gloo"]),
     poll_s=dict(type="float", default=1),
     log_dir=dict(type="path"),
+    mtu=dict(type="int"),
+    stall_grace_s=dict(type="float", default=20),
+    quiet_s=dict(type="float", default=15),
 )
 
 
@@ -70,8 +75,12 @@ class Rank:
             "ControlPersist=120",
         ] + list(spec["ssh"][1:])
         self.container = spec["container"]
+        self.address, self.netdev = spec.get("address"), spec.get("netdev")
         self.compose = f"docker compose -p {shlex.quote(project)} --project-directory {shlex.quote(compose_dir)}"
         self.stage = 0
+        self.sign = self.sign_since = None  # the latest stall line and when the stall began
+        self.log_mark, self.log_changed_at, self.probed_at = None, 0.0, 0.0
+        self.waiting_at = None  # when the log first showed the rank at the rendezvous
 
     @property
     def label(self):
@@ -85,16 +94,19 @@ class Rank:
         return proc.returncode, proc.stdout, proc.stderr
 
     def observe(self, health_port=None, tail=400):
-        """(state, exit code, health, last log lines) in one round trip: state None when there is no container,
-        health the HTTP status of /health on `health_port` (the head) or None."""
+        """(state, exit code, health, link, last log lines) in one round trip: state None when there is no
+        container, health the HTTP status of /health on `health_port` (the head) or None, link the fast link's
+        `operstate mtu` from sysfs ("-" without a netdev)."""
         probe = (
             f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' http://127.0.0.1:{health_port}/health"
             if health_port
             else "printf -"
         )
+        sysfs = f"/sys/class/net/{shlex.quote(self.netdev)}" if self.netdev else None
+        link = f"echo $(cat {sysfs}/operstate {sysfs}/mtu 2>/dev/null)" if sysfs else "echo -"
         rc, out, _ = self.run(
             f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {self.container} "
-            f"2>/dev/null || echo missing -1; {probe}; echo; "
+            f"2>/dev/null || echo missing -1; {probe}; echo; {link}; "
             f"docker logs --tail {tail} {self.container} 2>&1",
             timeout=30,
         )
@@ -102,7 +114,38 @@ class Rank:
         status = lines[0].split() if lines else []
         state = status[0] if rc == 0 and len(status) == 2 and status[0] != "missing" else None
         health = lines[1].strip() if len(lines) > 1 and lines[1].strip().isdigit() else None
-        return state, (int(status[1]) if state else None), health, lines[2:]
+        link = lines[2].strip() if len(lines) > 2 else ""
+        return state, (int(status[1]) if state else None), health, link, lines[3:]
+
+    def track(self, lines, elapsed):
+        """Note the latest stall line and whether the log moved; True when a new stall line calls for a re-probe."""
+        mark = (len(lines), lines[-1] if lines else "")
+        if mark != self.log_mark:
+            self.log_mark, self.log_changed_at = mark, elapsed
+        sign = stall_sign(lines)
+        new = sign is not None and sign != self.sign
+        if sign is None or self.sign is None:
+            self.sign_since = elapsed if sign else None
+        self.sign = sign
+        return new
+
+    def unreachable(self, peers, mtu):
+        """Addresses of `peers` this node cannot DF-ping at the fabric's MTU (the largest unfragmented packet)."""
+        size = (mtu or 1500) - 28  # IPv4 + ICMP headers
+        targets = " ".join(shlex.quote(p.address) for p in peers if p.address)
+        if not self.address or not targets:
+            return []
+        _, out, _ = self.run(
+            f"for a in {targets}; do ping -M do -s {size} -c 1 -W 1 $a >/dev/null 2>&1 || echo $a; done", timeout=30
+        )
+        return out.split()
+
+    def connects(self, address, port):
+        """(True, '') when a TCP connection to address:port opens from this node within 3 s, else (False, why)."""
+        rc, out, err = self.run(
+            f"timeout 3 bash -c 'exec 3<>/dev/tcp/{shlex.quote(address)}/{int(port)}' 2>&1", timeout=15
+        )
+        return rc == 0, ("timed out after 3 s" if rc == 124 else (out + err).strip().rsplit(": ", 1)[-1])
 
     def log_lines(self, tail=400):
         _, out, err = self.run(f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
@@ -172,17 +215,37 @@ class ActionModule(ActionBase):
             elapsed = time.monotonic() - started
             if elapsed > outer:
                 break
-            health = None
+            health, due = None, []
             for rank in ranks:
-                state, code, rank_health, lines = rank.observe(health_port=port if rank is head else None)
+                state, code, rank_health, link, lines = rank.observe(health_port=port if rank is head else None)
                 health = rank_health if rank is head else health
                 ok, stage, reason = rank_verdict(state, code, lines)
                 new_stage = stage_of(lines)
                 if new_stage > rank.stage:
                     rank.stage = new_stage
+                    rank.waiting_at = elapsed if rank.waiting_at is None else rank.waiting_at
                     timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
                 if not ok:
                     return self.failed(result, ranks, rank, reason, started, log_dir, timeline)
+                new_sign = rank.track(lines, elapsed)
+                problem = rank.netdev and link_problem(rank.netdev, args["mtu"], link)
+                if problem:
+                    return self.failed(result, ranks, rank, self.with_line(problem, ranks), started, log_dir, timeline)
+                if new_sign or self.quiet(rank, elapsed, args["quiet_s"]):
+                    due.append(rank)
+            stalled = self.stalled(ranks, elapsed, args["stall_grace_s"])
+            if due or stalled:
+                culprit, problem = self.reprobe(ranks, args, elapsed)
+                if culprit is None and stalled:
+                    culprit = stalled
+                    problem = (
+                        f"retried a peer for {elapsed - stalled.sign_since:.0f} s while the fast link and the head's "
+                        f"master port answered"
+                    )
+                if culprit is not None:
+                    return self.failed(
+                        result, ranks, culprit, self.with_line(problem, [culprit] + ranks), started, log_dir, timeline
+                    )
             if health == "200":
                 timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
                 display.display(f"[vllm] {elapsed:5.0f} s  ready: /health 200 and all {len(ranks)} rank(s) running")
@@ -196,12 +259,68 @@ class ActionModule(ActionBase):
                 return result
             if elapsed - last_print >= 10 or not last_print:
                 last_print = elapsed or 0.001
-                stages = " | ".join(f"{r.label}: {STAGES[r.stage][0]}" for r in ranks)
+                stages = " | ".join(f"{r.label}: {STALLED if r.sign else STAGES[r.stage][0]}" for r in ranks)
                 display.display(f"[vllm] {elapsed:5.0f} s  {stages}")
             time.sleep(poll_s)
         return self.failed(
             result, ranks, head, f"not ready after {outer} s (outer timeout)", started, log_dir, timeline
         )
+
+    @staticmethod
+    def quiet(rank, elapsed, quiet_s):
+        """A rank whose log has not moved for quiet_s (at most one re-probe per quiet_s) while not yet serving."""
+        if rank.stage in (0, len(STAGES) - 1) or elapsed - max(rank.log_changed_at, rank.probed_at) < quiet_s:
+            return False
+        display.display(f"[vllm] {elapsed:5.0f} s  {rank.label}: log quiet for {quiet_s:.0f} s, re-probing")
+        return True
+
+    @staticmethod
+    def stalled(ranks, elapsed, grace_s):
+        """The first rank that has logged stall lines for grace_s since the head began to wait for the ranks."""
+        head = ranks[0]
+        if head.waiting_at is None:  # the head's store is not up yet: a worker's "connection refused" is expected
+            return None
+        for rank in ranks:
+            if rank.sign and elapsed - max(rank.sign_since, head.waiting_at) >= grace_s:
+                return rank
+        return None
+
+    def reprobe(self, ranks, args, elapsed):
+        """(culprit rank, problem) from DF pings between every pair of ranks and a TCP connect from every worker
+        to the head's master port, or (None, None) when everything answers."""
+        for rank in ranks:
+            rank.probed_at = elapsed
+        failures = [(rank, addr) for rank in ranks for addr in rank.unreachable(ranks, args["mtu"]) if addr]
+        failures = [(rank, addr) for rank, addr in failures if addr != rank.address]
+        if failures:
+            by_address = {r.address: r for r in ranks}
+            counts = {}
+            for src, addr in failures:
+                for node in (src, by_address.get(addr)):
+                    if node is not None:
+                        counts[node] = counts.get(node, 0) + 1
+            culprit = max(counts, key=lambda node: (counts[node], node.rank))
+            pairs = ", ".join(f"{src.host} -> {by_address[a].host if a in by_address else a}" for src, a in failures)
+            return culprit, (
+                f"fast link drops DF pings of {(args['mtu'] or 1500) - 28} bytes (MTU {args['mtu'] or 1500}): {pairs}"
+            )
+        head = ranks[0]
+        if head.address and head.waiting_at is not None:  # the head logged that its store is up
+            for rank in ranks[1:]:
+                ok, why = rank.connects(head.address, args["master_port"])
+                if not ok:
+                    return head, (
+                        f"master port {head.address}:{args['master_port']} does not accept connections from "
+                        f"{rank.host} ({why}; a firewall rule?)"
+                    )
+        display.display(f"[vllm] {elapsed:5.0f} s  re-probe: fast link and master port answer")
+        return None, None
+
+    @staticmethod
+    def with_line(problem, ranks):
+        """The problem and the first stall line among `ranks` (the culprit first), which shows what it caused."""
+        witness = next((rank for rank in ranks if rank.sign), None)
+        return f"{problem}; {witness.label} logs: {witness.sign}" if witness else problem
 
     def clean(self, ranks, ports):
         """Remove this service's containers on every node, then any other container holding the head's ports

@@ -34,6 +34,13 @@ options:
   cuda_version:
     description: CUDA version of the engine image (FlashInfer GDN needs 13 or newer on GB10).
     type: str
+  cpu_avx512_bf16:
+    description:
+      - C(cpu) platform only. Whether the CPU that runs the engine has AVX512-BF16, which decides the CPU build's
+        SSM-state dtype and so the block size.
+      - Unset, it is read from C(/proc/cpuinfo) of the host that runs this module (the test bed's nodes share
+        the controller's CPU).
+    type: bool
   model:
     description: Model id or path passed to C(vllm serve).
     type: str
@@ -186,6 +193,7 @@ ARGUMENT_SPEC = dict(
     engine_version=dict(type="str", default=DEFAULT_ENGINE_VERSION),
     platform=dict(type="str", default="gb10", choices=sorted(PLATFORMS)),
     cuda_version=dict(type="str"),
+    cpu_avx512_bf16=dict(type="bool"),
     model=dict(type="str", required=True),
     revision=dict(type="str"),
     model_config=dict(type="raw", required=True),
@@ -254,6 +262,15 @@ def refuse(module, violations):
     )
 
 
+def cpu_has_avx512_bf16():
+    """The CPU build resets the SSM state to float32 only with AVX512-BF16 (torch.cpu._is_avx512_bf16_supported)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in cpuinfo)
+    except OSError:
+        return False
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = dict(module.params)
@@ -263,6 +280,8 @@ def main():
     if not isinstance(params["model_config"], dict):
         params["model_config_path"] = str(params["model_config"])
     params["model_config"] = model_config
+    if params["platform"] == "cpu" and params["cpu_avx512_bf16"] is None:
+        params["cpu_avx512_bf16"] = cpu_has_avx512_bf16()
     folder = params.get("tuned_config_dir")
     params["tuned_config_files"] = sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else None
 

@@ -13,6 +13,12 @@ description:
     /health), printing elapsed time and stage reached.
   - On the first dead rank it stops every rank (SIGTERM, then the container), saves each rank's last log lines on
     the controller and fails naming the rank and the reason; model cache and images are untouched.
+  - A rank that is alive but cannot talk is found too. The fast link's state and MTU (sysfs) are read at every
+    look and a link that is down or has another MTU fails the start naming its node. A stall line in any rank's
+    log, or a log that stops moving, re-probes the fabric (DF pings between every pair of ranks at the MTU, a TCP
+    connect from every worker to the head's master port) and fails naming the node, the link or port and the log
+    line; a stall that outlasts O(stall_grace_s) while everything answers fails naming the rank and its line.
+    While a rank retries, its stage reads C(retrying a peer).
   - The outer timeout is derived from the expected load time and the engine's distributed timeout, printed at
     start, and always longer than the engine's own.
 options:
@@ -39,6 +45,12 @@ options:
         description: Name of the rank's container.
         type: str
         required: true
+      address:
+        description: The node's fast-link address (DF pings between the ranks, the head's master port).
+        type: str
+      netdev:
+        description: The node's fast-link netdev; its state and MTU are read from sysfs at every look.
+        type: str
   project:
     description: Compose project name.
     type: str
@@ -74,6 +86,20 @@ options:
   log_dir:
     description: Controller directory for the failed start's log lines.
     type: path
+  mtu:
+    description: The fabric's MTU; a fast link with another MTU fails the start, DF pings use it.
+    type: int
+  stall_grace_s:
+    description:
+      - Seconds a rank may keep logging stall lines (TCPStore connect retries, unreachable networks, refused
+        connections, NCCL C(WARN), gloo connect failures, time-outs) after the head began to wait for the ranks,
+        while every re-probe answers, before the start fails naming the rank and the line.
+    type: float
+    default: 20
+  quiet_s:
+    description: Seconds without a new log line from a rank (not serving yet) before the fast link is re-probed.
+    type: float
+    default: 15
 author:
   - spark-serve
 """
@@ -82,9 +108,12 @@ EXAMPLES = r"""
 - name: Start every rank in stages
   vllm_staged_start:
     ranks:
-      - {host: spark-a, rank: 0, ssh: [ssh, root@spark-a], container: spark-serve-rank0}
-      - {host: spark-b, rank: 1, ssh: [ssh, root@spark-b], container: spark-serve-rank1}
+      - {host: spark-a, rank: 0, ssh: [ssh, root@spark-a], container: spark-serve-rank0,
+         address: 192.168.100.10, netdev: enp1s0f1np1}
+      - {host: spark-b, rank: 1, ssh: [ssh, root@spark-b], container: spark-serve-rank1,
+         address: 192.168.100.11, netdev: enp1s0f1np1}
     compose_dir: /etc/spark-serve
+    mtu: 9000
   run_once: true
   delegate_to: localhost
 """

@@ -546,6 +546,7 @@ class Plan:
                 engine_version=version,
                 env=env,
                 cuda_version=self.p.get("cuda_version"),
+                cpu_avx512_bf16=self.p.get("cpu_avx512_bf16", True),
             )
         except (ValueError, TypeError, KeyError, ZeroDivisionError) as err:
             source = self.p.get("model_config_path") or "the model config"

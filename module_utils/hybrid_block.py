@@ -332,7 +332,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
     variables for the engine (none of them changes this computation in 0.30/0.32/0.33; accepted for
     forward compatibility and echoed in ``steps``). cuda_version: CUDA runtime, default 13 on gb10 and
     12 on sm90 (only the GDN FlashInfer selection on SM10x/SM12x reads it). cpu_avx512_bf16: whether
-    the CPU has AVX512-BF16 (the test machines do); it decides the CPU SSM-dtype reset.
+    the CPU has AVX512-BF16; it decides the CPU SSM-dtype reset.
 
     Returns a JSON-able dict; see docs/block-size.md. Raises ValueError for an unsupported version,
     platform, hybrid model type, unmodelled attention backend / KV dtype, or dims TP does not divide.
@@ -600,6 +600,8 @@ def _mamba_dtypes(p):
             ssm_req = "float32"
         else:
             p.steps.append(f"CPU: {ssm_req} SSM state kept (accelerated GDN backend)")
+    elif p.platform == "cpu" and not p.cpu_avx512_bf16:
+        p.steps.append("CPU without AVX512-BF16: SSM cache dtype not reset")
     # model_executor/layers/mamba/mamba_utils.py:MambaStateDtypeCalculator._mamba_state_dtype:
     # conv = mamba_cache_dtype (auto -> model dtype); ssm = mamba_ssm_cache_dtype (auto -> conv dtype).
     p.conv_dtype = p.model_dtype if conv_req == "auto" else conv_req

@@ -40,6 +40,19 @@ FAILURES = [
     re.compile(r"Connection closed by peer|Connection reset by peer"),
 ]
 
+# Lines of a rank that is alive but cannot reach a peer: it retries (or waits) instead of dying, until the engine's
+# own collective timeout (601 s NCCL, 1801 s gloo). Spellings from torch c10d, gloo and NCCL.
+STALLS = [
+    re.compile(r"TCP client failed to connect/validate to host \S+"),
+    re.compile(r"client socket has (failed|timed out)"),
+    re.compile(r"Network is unreachable|No route to host"),
+    re.compile(r"[Cc]onnection refused"),
+    re.compile(r"NCCL WARN|NET/IB ?:.*([Ee]rror|[Ff]ail)"),
+    re.compile(r"Gloo connectFullMesh failed|gloo/transport/tcp/pair\.cc"),
+    re.compile(r"Timed out waiting|timed out after \d+ ?ms"),
+]
+STALLED = "retrying a peer"  # the stage label while a stall sign is the rank's latest news
+
 ENGINE_DEFAULT_TIMEOUT_S = {"gloo": 1800, "nccl": 600}
 
 
@@ -50,6 +63,29 @@ def stage_of(lines):
         if pattern is not None and any(pattern.search(line) for line in lines):
             reached = max(reached, index)
     return reached
+
+
+def stall_sign(lines):
+    """The latest stall line, stripped, when no stage line follows it (the rank still retries), else None."""
+    for line in reversed(lines):
+        if any(pattern.search(line) for pattern in STALLS):
+            return line.strip()
+        if any(pattern is not None and pattern.search(line) for _, pattern in STAGES):
+            return None
+    return None
+
+
+def link_problem(netdev, expected_mtu, sysfs):
+    """Why the fast link cannot carry the collectives, from `operstate mtu` as sysfs reads them, or None."""
+    fields = sysfs.split()
+    if len(fields) != 2:
+        return f"fast link {netdev} is missing (/sys/class/net/{netdev})"
+    state, mtu = fields
+    if state not in ("up", "unknown"):  # "unknown": drivers that do not report a state
+        return f"fast link {netdev} is {state} (operstate)"
+    if expected_mtu and mtu != str(expected_mtu):
+        return f"fast link {netdev} has MTU {mtu}, the fabric runs {expected_mtu}"
+    return None
 
 
 def first_failure(lines):

@@ -11,6 +11,7 @@ Cases (all TP1 -- a CPU TP2 needs two engines and adds nothing to this computati
   C  (derived): B with 2 kv heads x 64 (4x the attention bytes per token)
   x  MTP 0 and 3 on A and B (speculative tokens enter the GDN conv state), a bfloat16 SSM state on A
      (kept on AVX512-BF16 CPUs instead of the float32 reset), a user --block-size 256 on C (K = 256).
+The machine's own CPU decides the SSM dtype (AVX512-BF16 or not): both sets of hand figures are listed.
 """
 
 import json
@@ -70,14 +71,24 @@ VARIANTS = {
 }
 MTP3 = {"method": "mtp", "num_speculative_tokens": 3}
 CASES = [
-    # id, variant, engine args (vLLM names), block hand-computed from the source rules (docs/block-size.md)
-    ("A-mtp0", "A", {}, 2176),
-    ("A-mtp3", "A", {"speculative_config": MTP3}, 2304),
-    ("B-mtp0", "B", {}, 4224),
-    ("B-mtp3", "B", {"speculative_config": MTP3}, 4352),
-    ("A-ssm-bf16", "A", {"mamba_ssm_cache_dtype": "bfloat16"}, 1152),
-    ("C-block256", "C", {"block_size": 256}, 1280),
+    # id, variant, engine args (vLLM names), block hand-computed from the source rules (docs/block-size.md) on a
+    # CPU with AVX512-BF16 (SSM state reset to float32) and on one without (SSM state stays bfloat16)
+    ("A-mtp0", "A", {}, {True: 2176, False: 1152}),
+    ("A-mtp3", "A", {"speculative_config": MTP3}, {True: 2304, False: 1280}),
+    ("B-mtp0", "B", {}, {True: 4224, False: 2176}),
+    ("B-mtp3", "B", {"speculative_config": MTP3}, {True: 4352, False: 2304}),
+    ("A-ssm-bf16", "A", {"mamba_ssm_cache_dtype": "bfloat16"}, {True: 1152, False: 1152}),
+    ("C-block256", "C", {"block_size": 256}, {True: 1280, False: 768}),
 ]
+
+
+def cpu_has_avx512_bf16():
+    """What torch.cpu._is_avx512_bf16_supported() tells the engine on this machine."""
+    flags = [line.split() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")]
+    return any("avx512_bf16" in f for f in flags)
+
+
+AVX512_BF16 = cpu_has_avx512_bf16()
 
 
 def cli(engine, cfg):
@@ -114,9 +125,9 @@ def test_predicted_block_matches_engine_log(
     engine_ready, model_dirs, tmp_path, record_property, case_id, variant, engine, hand
 ):
     model_dir, cfg = model_dirs[variant]
-    predicted = predict_block(cfg, engine, platform="cpu", engine_version=ENGINE_VERSION)
-    assert predicted["effective_block"] == hand, predicted["steps"]
-    assert predicted["logged_block"] == hand, "every case is chosen so that the engine logs the line"
+    predicted = predict_block(cfg, engine, platform="cpu", engine_version=ENGINE_VERSION, cpu_avx512_bf16=AVX512_BF16)
+    assert predicted["effective_block"] == hand[AVX512_BF16], predicted["steps"]
+    assert predicted["logged_block"] == hand[AVX512_BF16], "every case is chosen so that the engine logs the line"
 
     result = capture_line(
         model_dir,
@@ -142,8 +153,8 @@ def test_retention_rejection_matches_engine(engine_ready, model_dirs, tmp_path, 
     exactly the text and scheduler block the predictor gives."""
     model_dir, cfg = model_dirs["A"]
     engine = {"prefix_cache_retention_interval": 2048}
-    predicted = predict_block(cfg, engine, platform="cpu", engine_version=ENGINE_VERSION)
-    assert predicted["scheduler_block"] == 2176
+    predicted = predict_block(cfg, engine, platform="cpu", engine_version=ENGINE_VERSION, cpu_avx512_bf16=AVX512_BF16)
+    assert predicted["scheduler_block"] == (2176 if AVX512_BF16 else 1152)
     assert predicted["retention"]["ok"] is False
 
     result = capture_line(

@@ -71,11 +71,11 @@ def install_deb(index, branch):
     sh(index, f"curl -fsS -o /tmp/{DEB[branch]} {APT}/{DEB[branch]} && {APT_INSTALL} /tmp/{DEB[branch]}")
 
 
-def run_prepare_play(tmp_path):
+def run_prepare_play(tmp_path, *extra):
     play = tmp_path / "prepare_nodes.yml"
     play.write_text(PREPARE_PLAY)
     return run(
-        [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", str(play)],
+        [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", str(play), *extra],
         env={"ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
         timeout=900,
     )
@@ -166,15 +166,18 @@ def test_kernel_and_driver_mismatch_between_nodes_fails_before_any_change(dgx_no
 
 
 def test_problems_on_both_nodes_are_listed_in_one_failure(dgx_nodes, tmp_path):
-    # node-0: something else already serves on the API port; node-1: logind would remove IPC at logout.
-    pid = sh(0, "setsid python3 -m http.server 8000 >/dev/null 2>&1 </dev/null & echo $!").strip()
+    # node-0: another process already serves on the API port, while our own engine may run on the node and listen
+    # on its port (the served pair: that listener is ours and no problem); node-1: logind would remove IPC.
+    port = 8011
+    pid = sh(0, f"setsid python3 -m http.server {port} >/dev/null 2>&1 </dev/null & echo $!").strip()
     sh(1, f"mv {LOGIND_DROPIN} /tmp/spark-serve.conf")
     try:
-        sh(0, "for i in $(seq 50); do ss -Hltn 'sport = :8000' | grep -q . && exit 0; sleep 0.2; done; exit 1")
+        listening = f"ss -Hltnp 'sport = :{port}' | grep -q 'pid={pid},'"
+        sh(0, f"for i in $(seq 50); do {listening} && exit 0; sleep 0.2; done; exit 1")
         before = [node_exec(i, NODE_STATE)[1] for i in (0, 1)]
-        rc, out = run_prepare_play(tmp_path)
+        rc, out = run_prepare_play(tmp_path, "-e", f"spark_preflight_service_port={port}")
         assert re.search(
-            r"node-0: port 8000 is already in use by python3 pid \d+, not by the spark-serve engine "
+            rf"node-0: port {port} is already in use by python3 pid {pid}, not by the spark-serve engine "
             r"\(ss -ltnp\)",
             out,
         ), out
@@ -187,4 +190,4 @@ def test_problems_on_both_nodes_are_listed_in_one_failure(dgx_nodes, tmp_path):
     finally:
         node_exec(0, f"kill {pid}")
         node_exec(1, f"mv /tmp/spark-serve.conf {LOGIND_DROPIN}")
-    assert node_exec(0, "ss -Hltn 'sport = :8000' | grep -q .")[0] != 0
+    assert node_exec(0, f"ss -Hltn 'sport = :{port}' | grep -q .")[0] != 0

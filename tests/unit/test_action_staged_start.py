@@ -24,9 +24,11 @@ class Node:
     """One simulated node: every look at its rank returns the next snapshot (state, exit code, health, log lines)
     of its script and then keeps the last one."""
 
-    def __init__(self, script, listeners="", up=(0, "", "")):
+    def __init__(self, script, listeners="", up=(0, "", ""), links=("up 9000",), unreachable="", port=(0, "", "")):
         self.script, self.listeners, self.up_answer = list(script), listeners, up
+        self.links, self.unreachable, self.port = list(links), unreachable, port  # sysfs looks, ping, master port
         self.seen = 0
+        self.probes = []
 
 
 @pytest.fixture()
@@ -51,8 +53,16 @@ def nodes(monkeypatch):
             return 0, "", ""
         if command.startswith("docker inspect"):
             state, code, health, lines = node.script[min(node.seen, len(node.script) - 1)]
+            link = node.links[min(node.seen, len(node.links) - 1)]
             node.seen += 1
-            return 0, f"{state} {code}\n{health}\n" + "\n".join(lines) + "\n", ""
+            return 0, f"{state} {code}\n{health}\n{link}\n" + "\n".join(lines) + "\n", ""
+        if command.startswith("for a in"):
+            node.probes.append("ping")
+            assert "ping -M do -s 8972 " in command, command  # DF at the fabric's MTU
+            return 0, node.unreachable, ""
+        if command.startswith("timeout 3 bash -c 'exec 3<>/dev/tcp/10.0.0.1/29501'"):
+            node.probes.append("port")
+            return node.port
         if command.startswith("docker logs"):
             return 0, "\n".join(node.script[-1][3]) + "\n", ""
         raise AssertionError(f"unexpected command on {rank.host}: {command}")
@@ -145,3 +155,89 @@ def test_the_module_stub_says_it_runs_as_an_action_plugin():
         staged_start_doc, {}, main=lambda: runpy.run_path(staged_start_doc.__file__, run_name="__main__")
     )
     assert result["failed"] and result["msg"] == "vllm_staged_start runs as an action plugin on the controller"
+
+
+# Real lines: torch c10d's TCPStore client and gloo, as a worker logs them while it cannot reach the head.
+RETRY = (
+    "[W1202 10:00:03.123 socket.cpp:769] [c10d] TCP client failed to connect/validate to host 10.0.0.1:29501 - "
+    "retrying (try=1, timeout=300000ms, delay=1000ms): Network is unreachable"
+)
+HEAD_WAITS = ["world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://10.0.0.1:29501 backend=gloo"]
+WORKER_WAITS = ["world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://10.0.0.1:29501 backend=gloo"]
+
+
+def fabric_spec(host, rank):
+    return dict(spec(host, rank), address=f"10.0.0.{rank + 1}", netdev="enp1s0f1np1")
+
+
+def fabric_args(**extra):
+    args = dict(ranks=[fabric_spec("spark-a", 0), fabric_spec("spark-b", 1)], compose_dir="/etc/spark-serve")
+    return dict(args, poll_s=0, mtu=9000, **extra)
+
+
+def test_a_link_set_down_mid_start_is_blamed_on_its_node_at_the_next_look(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITS)])
+    cluster["spark-b"] = Node(
+        [("running", 0, "-", WORKER_WAITS)] * 2 + [("running", 0, "-", WORKER_WAITS + [RETRY])],
+        links=["up 9000", "up 9000", "down 9000"],
+    )
+    result = action(fabric_args()).run(task_vars={})
+    assert result["failed"] and (result["failed_rank"], result["failed_host"]) == (1, "spark-b")
+    assert result["reason"].startswith("fast link enp1s0f1np1 is down (operstate); rank 1 (spark-b) logs: [W1202")
+    assert [host for host, what in events if what == "down"][-2:] == ["spark-a", "spark-b"], "every rank stopped"
+
+
+def test_an_mtu_lowered_on_one_end_is_blamed_on_that_node(nodes, tmp_path):
+    cluster, _ = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITS)], links=["up 9000", "up 1500"])
+    cluster["spark-b"] = Node([("running", 0, "-", WORKER_WAITS)])
+    result = action(fabric_args()).run(task_vars={})
+    assert result["failed_host"] == "spark-a"
+    assert result["reason"] == "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000"
+
+
+def test_a_stall_line_re_probes_and_a_dropped_master_port_is_blamed_on_the_head(nodes, tmp_path):
+    cluster, _ = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITS)])
+    cluster["spark-b"] = Node([("running", 0, "-", WORKER_WAITS + [RETRY])], port=(124, "", ""))
+    result = action(fabric_args()).run(task_vars={})
+    assert (result["failed_rank"], result["failed_host"]) == (0, "spark-a")
+    assert result["reason"].startswith(
+        "master port 10.0.0.1:29501 does not accept connections from spark-b (timed out after 3 s; a firewall rule?)"
+    )
+    assert result["reason"].endswith("Network is unreachable")
+    assert cluster["spark-b"].probes == ["ping", "port"], "the worker pinged, then tried the master port"
+
+
+def test_dropped_df_pings_blame_the_node_every_failing_pair_shares(nodes, tmp_path):
+    cluster, _ = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITS)], unreachable="10.0.0.2\n")
+    cluster["spark-b"] = Node([("running", 0, "-", WORKER_WAITS + [RETRY])], unreachable="10.0.0.1\n")
+    result = action(fabric_args()).run(task_vars={})
+    assert result["failed_host"] == "spark-b"
+    assert result["reason"].startswith(
+        "fast link drops DF pings of 8972 bytes (MTU 9000): spark-a -> spark-b, spark-b -> spark-a"
+    )
+
+
+def test_a_stall_with_every_probe_answering_fails_after_the_grace_naming_the_line(nodes, tmp_path):
+    cluster, _ = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITS)])
+    cluster["spark-b"] = Node([("running", 0, "-", WORKER_WAITS + [RETRY])])
+    result = action(fabric_args(stall_grace_s=0)).run(task_vars={})
+    assert result["failed_host"] == "spark-b"
+    assert result["reason"].startswith("retried a peer for 0 s while the fast link and the head's master port answered")
+    assert result["reason"].endswith("logs: " + RETRY)
+
+
+def test_refused_connections_before_the_head_listens_are_no_stall(nodes, tmp_path):
+    cluster, _ = nodes
+    refused = RETRY.replace("Network is unreachable", "Connection refused")
+    cluster["spark-a"] = Node(
+        [("running", 0, "000", []), ("running", 0, "000", HEAD_WAITS), ("running", 0, "200", READY)]
+    )
+    cluster["spark-b"] = Node([("running", 0, "-", WORKER_WAITS + [refused])] * 2 + [("running", 0, "-", LOADING)])
+    result = action(fabric_args()).run(task_vars={})
+    assert result["ready"] is True and "failed" not in result
+    assert cluster["spark-b"].probes == ["ping"], "the refusal was re-probed once; the head's store was not up yet"

@@ -1,6 +1,14 @@
 """Reading rank state from container state and real vLLM log lines."""
 
-from ansible.module_utils.rank_watch import STAGES, failure_reason, rank_verdict, stage_of, timeouts
+from ansible.module_utils.rank_watch import (
+    STAGES,
+    failure_reason,
+    link_problem,
+    rank_verdict,
+    stage_of,
+    stall_sign,
+    timeouts,
+)
 
 HEAD_WAITING = [
     "(Worker pid=36) INFO 11-29 11:51:58 [parallel_state.py:1906] world_size=2 rank=0 local_rank=0 "
@@ -42,3 +50,29 @@ def test_outer_timeout_always_exceeds_the_engines_own():
     assert timeouts(60, backend="gloo") == (1800, 1920)
     inner, outer = timeouts(300, distributed_timeout_s=300)
     assert outer > inner
+
+
+def test_a_stall_line_counts_until_the_rank_logs_progress():
+    retry = (
+        "[W1202 10:00:03.123 socket.cpp:769] [c10d] TCP client failed to connect/validate to host "
+        "10.0.0.1:29501 - retrying (try=1, timeout=300000ms, delay=1000ms): Network is unreachable"
+    )
+    assert stall_sign(HEAD_WAITING + [retry, "INFO some unrelated line"]) == retry
+    assert stall_sign(HEAD_WAITING + [retry, "INFO rank 1 in world size 2 is assigned as DP rank 0"]) is None
+    assert stall_sign(HEAD_WAITING) is None
+    for line in (
+        "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<49152> with error 12",
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144]",
+        "[c10d] The client socket has timed out after 60s while trying to connect to (10.0.0.1, 29501).",
+        "Timed out waiting 30000ms for send operation to complete",
+    ):
+        assert stall_sign([line]) == line
+
+
+def test_link_problems_name_the_netdev_and_the_state_or_mtu():
+    assert link_problem("enp1s0f1np1", 9000, "up 9000") is None
+    assert link_problem("enp1s0f1np1", 9000, "unknown 9000") is None
+    assert link_problem("enp1s0f1np1", 9000, "down 9000") == "fast link enp1s0f1np1 is down (operstate)"
+    assert link_problem("enp1s0f1np1", 9000, "up 1500") == "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000"
+    assert link_problem("enp1s0f1np1", 9000, "") == "fast link enp1s0f1np1 is missing (/sys/class/net/enp1s0f1np1)"
+    assert link_problem("enp1s0f1np1", None, "up 1500") is None
