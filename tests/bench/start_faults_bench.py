@@ -5,8 +5,12 @@ On the served test-bed pair (run `make demo` first), with the real vLLM CPU engi
   (b) worker cannot start (its import fails)          seconds from the worker's exit to DETECTED
   (b) wrong master address                            seconds for the whole run that refuses it (nothing starts)
   (d) worker killed after ready (/health still 200)   seconds from the kill to status.yml's report
-each with its ratio to the engine's own bound (gloo 1801 s on this CPU build; NCCL 601 s on Sparks), and the no-op
-rerun of the deploy stage: wall time, changed count, containers restarted (must be 0).
+  (f) worker's fast link set down mid-start            seconds from the fault to DETECTED
+  (g) MTU lowered to 1500 on one end mid-start         seconds from the fault to DETECTED
+  (h) head's master port dropped by a firewall rule    seconds from the fault to DETECTED
+each with its ratio to the engine's own bounds: the test bed's distributed timeout (300 s), NCCL's 601 s on Sparks
+and gloo's 1801 s (this CPU build's default), and the no-op rerun of the deploy stage: wall time, changed count,
+containers restarted (must be 0).
 
     python tests/bench/start_faults_bench.py
 """
@@ -30,22 +34,28 @@ def main():
             ("(b) worker cannot start", lambda: sf.worker_cannot_start(Path(folder))),
             ("(b) wrong master address, refused before the start", sf.wrong_master_address),
             ("(d) worker killed after ready", sf.kill_worker_after_ready),
+            ("(f) worker's fast link down mid-start", sf.link_down_during_start),
+            ("(g) MTU 1500 on one end mid-start", sf.mtu_lowered_during_start),
+            ("(h) head's master port dropped mid-start", sf.master_port_dropped_during_start),
         ]:
             sf.ensure_serving()
             result = scenario()
             rows.append((label, result["seconds"], result["rc"]))
     sf.ensure_serving()
 
-    print("\n| fault | detected after (s) | ratio to gloo 1801 s | ratio to NCCL 601 s | playbook rc |")
-    print("|---|---|---|---|---|")
+    print(
+        f"\n| fault | detected after (s) | ratio to test bed {sf.TESTBED_TIMEOUT_S} s | ratio to NCCL 601 s "
+        "| ratio to gloo 1801 s | playbook rc |"
+    )
+    print("|---|---|---|---|---|---|")
     for label, seconds, rc in rows:
         if seconds is None:
-            print(f"| {label} | not detected | - | - | {rc} |")
+            print(f"| {label} | not detected | - | - | - | {rc} |")
             continue
-        print(
-            f"| {label} | {seconds:.1f} | {seconds / sf.GLOO_TIMEOUT_S:.4f} | {seconds / sf.NCCL_TIMEOUT_S:.4f} "
-            f"| {rc} |"
+        ratios = " | ".join(
+            f"{seconds / bound:.4f}" for bound in (sf.TESTBED_TIMEOUT_S, sf.NCCL_TIMEOUT_S, sf.GLOO_TIMEOUT_S)
         )
+        print(f"| {label} | {seconds:.1f} | {ratios} | {rc} |")
     print("\n| no-op rerun (site.yml --tags deploy) | wall (s) | changed | containers restarted |")
     print("|---|---|---|---|")
     print(f"| pair | {noop['seconds']:.1f} | {noop['changed']} | {noop['restarts']} |")

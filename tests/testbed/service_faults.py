@@ -21,6 +21,8 @@ PAIR = "inventories/testbed-pair"
 # (docs/engine-facts.md section 5).
 GLOO_TIMEOUT_S, NCCL_TIMEOUT_S = 1801, 601
 IMAGE_VLLM = "/opt/vllm/lib/python3.11/site-packages/vllm"  # where the test-bed image installs vLLM
+TESTBED_TIMEOUT_S = 300  # the testbed profile's distributed_timeout_seconds: the engine's own bound here
+FAST_NETDEV, FAST_MTU, MASTER_PORT = "enp1s0f1np1", 9000, 29501
 
 
 def post(path, body, timeout=120, api_key=None):
@@ -140,6 +142,43 @@ def kill_worker_during_start():
     )
     seconds = marks["detected"] - marks["killed"] if {"detected", "killed"} <= marks.keys() else None
     return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
+
+
+def fault_during_start(index, fault, undo):
+    """Run `fault` on node `index` as soon as the start watch reports its first look at the ranks (both ranks
+    started, the head not yet serving), undo it after the run. Seconds from the fault to the DETECTED line."""
+
+    def inject(line, marks):
+        if "fault" not in marks and "[vllm]" in line and "rank 1 (node-1)" in line:
+            marks["fault_rc"] = node_exec(index, fault)
+            marks["fault"] = time.time()
+
+    try:
+        rc, out, marks = watched_deploy({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}, inject)
+    finally:
+        undone = node_exec(index, undo)
+    assert marks.get("fault_rc", (1, "never injected"))[0] == 0, marks.get("fault_rc")
+    assert undone[0] == 0, undone
+    seconds = marks["detected"] - marks["fault"] if {"detected", "fault"} <= marks.keys() else None
+    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": TESTBED_TIMEOUT_S, **end_state()}
+
+
+def link_down_during_start():
+    """(f) The worker's fast link goes down mid-start (the preflight's DF ping had passed)."""
+    return fault_during_start(1, f"ip link set dev {FAST_NETDEV} down", f"ip link set dev {FAST_NETDEV} up")
+
+
+def mtu_lowered_during_start():
+    """(g) The MTU drops to 1500 on one end mid-start (jumbo frames no longer pass)."""
+    return fault_during_start(
+        1, f"ip link set dev {FAST_NETDEV} mtu 1500", f"ip link set dev {FAST_NETDEV} mtu {FAST_MTU}"
+    )
+
+
+def master_port_dropped_during_start():
+    """(h) A firewall rule inside the head drops its master port on the fast link mid-start."""
+    rule = f"INPUT -i {FAST_NETDEV} -p tcp --dport {MASTER_PORT} -j DROP"
+    return fault_during_start(0, f"iptables -I {rule}", f"iptables -D {rule}")
 
 
 def image_source(relative):

@@ -1,8 +1,10 @@
 """site.yml on the two-node test bed with the real vLLM CPU engine (TP2): serving, idempotence, liveness, faults.
 
-Every fault test asserts the time to detection and the end state. Times are printed; they are measured, not
-asserted against a stopwatch, except the issue's own bound (a dead rank found within 10 s). The scenarios live in
-tests/testbed/service_faults.py, which tests/bench/start_faults_bench.py also runs.
+Every fault test asserts the time to detection and the end state. Times are printed; the assertions hold them
+only to loose bounds (a dead rank well within the engine's own timeout, a stall within the issue's 30 s). The
+scenarios live in tests/testbed/service_faults.py, which tests/bench/start_faults_bench.py also runs. The tests
+that need the pair serving come first; the failed starts then follow one another (a failed start leaves nothing
+running, so they need no redeploy between them), and the last test serves again.
 """
 
 import json
@@ -108,24 +110,6 @@ def test_stale_containers_and_port_squatters_are_replaced(serving):
     assert rc != 0, "the container holding the port was left"
 
 
-def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(serving):
-    result = sf.kill_worker_during_start()
-    out = result["out"]
-    assert result["seconds"] is not None, out[-3000:]
-    print(
-        f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
-        f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
-    )
-    assert result["rc"] != 0
-    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
-    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
-    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
-    assert "rank 1 (node-1) failed first" in out
-    assert result["running"] == [], "a rank was left running"
-    assert result["cache_intact"], "the model cache must stay"
-    assert result["worker_logs"], "the failed ranks' logs must be collected on the controller"
-
-
 def test_stale_overlay_is_refused_before_the_running_service_is_touched(serving, tmp_path):
     before = [sf.container_identity(i) for i in range(2)]
     image_file = sf.image_source("platforms/interface.py")
@@ -165,7 +149,25 @@ def test_wrong_master_address_is_refused_before_the_running_service_is_touched(s
     assert result["untouched"] and sf.health() == 200
 
 
-def test_worker_that_cannot_start_is_found_in_seconds(serving, tmp_path):
+def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
+    result = sf.kill_worker_during_start()
+    out = result["out"]
+    assert result["seconds"] is not None, out[-3000:]
+    print(
+        f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
+        f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
+    )
+    assert result["rc"] != 0
+    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
+    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
+    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
+    assert "rank 1 (node-1) failed first" in out
+    assert result["running"] == [], "a rank was left running"
+    assert result["cache_intact"], "the model cache must stay"
+    assert result["worker_logs"], "the failed ranks' logs must be collected on the controller"
+
+
+def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
     result = sf.worker_cannot_start(tmp_path)
     out = result["out"]
     assert result["seconds"] is not None, out[-4000:]
@@ -179,6 +181,43 @@ def test_worker_that_cannot_start_is_found_in_seconds(serving, tmp_path):
     assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
     assert "rank 1 (node-1) failed first" in out
     assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
+    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
+
+
+# The stalls: a rank alive but unable to talk. Each fault comes mid-start and must be found within 30 s, blaming the
+# right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on Sparks).
+STALLS = {
+    "link-down": (sf.link_down_during_start, "rank 1 (node-1) failed first", "fast link enp1s0f1np1 is down"),
+    "mtu-1500": (
+        sf.mtu_lowered_during_start,
+        "rank 1 (node-1) failed first",
+        "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000",
+    ),
+    "master-port-dropped": (
+        sf.master_port_dropped_during_start,
+        "rank 0 (node-0) failed first",
+        "master port 10.253.{}.10:29501 does not accept connections from node-1",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(STALLS))
+def test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node(deployed, fault):
+    scenario, blamed, reason = STALLS[fault]
+    result = scenario()
+    out = result["out"]
+    assert result["seconds"] is not None, out[-4000:]
+    print(
+        f"\n[{fault} mid-start] detected {result['seconds']:.1f} s after the fault (engine's own timeout here "
+        f"{sf.TESTBED_TIMEOUT_S} s, ratio {result['seconds'] / sf.TESTBED_TIMEOUT_S:.3f}; "
+        f"vs 601 s {result['seconds'] / sf.NCCL_TIMEOUT_S:.3f})"
+    )
+    assert result["rc"] != 0
+    assert result["seconds"] < 30, out[-4000:]
+    assert blamed in out and reason.format(16 * int(sf.INSTANCE) + 1) in out, out[-4000:]
+    assert "compiling/capturing" not in out.split("DETECTED")[0].split("staged start")[-1], (
+        "a stage the logs never showed"
+    )
     assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
 
 
