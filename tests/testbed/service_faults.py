@@ -258,6 +258,49 @@ def kill_worker_after_ready():
     }
 
 
+WATCHDOG_RUN = "/usr/bin/python3 /usr/local/lib/spark-serve/spark-serve-watchdog.py /etc/spark-serve/watchdog.json"
+WATCHDOG_EVENTS = "/var/lib/spark-serve/records/watchdog-events.jsonl"
+WATCHDOG_STATE = "/var/lib/spark-serve/watchdog/state.json"
+
+
+def watchdog_timer_standin(interval_s=10, runs=30):
+    """What spark-serve-watchdog.timer does on a Spark, for test-bed nodes that run no systemd: the service's own
+    command every interval_s on the head, `runs` times at most. Returns the command that stops it."""
+    loop = f"for i in $(seq {runs}); do {WATCHDOG_RUN}; sleep {interval_s}; done"
+    rc, out = node_exec(0, f"nohup sh -c '{loop}' >/tmp/spark-serve-watchdog.out 2>&1 </dev/null & echo $!")
+    assert rc == 0, out
+    return f"kill {out.strip()}; true"
+
+
+def kill_worker_under_the_watchdog(timeout_s=60):
+    """(i) The worker dies after ready while the head's watchdog runs: seconds until clients see /health fail,
+    without anyone running a playbook."""
+    node_exec(0, f"rm -f {WATCHDOG_EVENTS} {WATCHDOG_STATE}")
+    stop = watchdog_timer_standin()
+    try:
+        # Its first look (a generation on the healthy service) writes the state file.
+        rc, _ = node_exec(0, f"for i in $(seq 100); do test -s {WATCHDOG_STATE} && exit 0; sleep 0.2; done; exit 1")
+        assert rc == 0, "the watchdog's first look never finished"
+        node_exec(1, "docker kill spark-serve-rank1")
+        killed = time.monotonic()
+        seconds = None
+        while time.monotonic() - killed < timeout_s:
+            if health() != 200:
+                seconds = time.monotonic() - killed
+                break
+            time.sleep(0.5)
+    finally:
+        node_exec(0, stop)
+    _, events = node_exec(0, f"cat {WATCHDOG_EVENTS}")
+    return {
+        "seconds": seconds,
+        "events": [json.loads(line) for line in events.splitlines() if line.startswith("{")],
+        "running": engine_containers(0) + engine_containers(1),
+        "rc": 0,
+        "engine_timeout_s": None,
+    }
+
+
 def where_the_key_shows(secret):
     """Every place the API key must never appear, each mapped to whether it does."""
     found = {

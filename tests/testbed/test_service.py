@@ -149,6 +149,19 @@ def test_wrong_master_address_is_refused_before_the_running_service_is_touched(s
     assert result["untouched"] and sf.health() == 200
 
 
+def test_the_watchdog_makes_a_dead_worker_visible_to_clients_within_15_s(serving):
+    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
+    assert json.loads(config)["armed"] is True, config
+    result = sf.kill_worker_under_the_watchdog()
+    assert result["seconds"] is not None, result
+    print(f"\n[dead worker, watchdog] /health failed {result['seconds']:.1f} s after the kill (no playbook run)")
+    assert result["seconds"] < 15
+    (event,) = result["events"]
+    assert event["event"] == "service unhealthy" and event["action"].startswith("stopped spark-serve-rank0"), event
+    assert any("generation failed" in problem for problem in event["problems"]), event
+    assert result["running"] == [], "the head was stopped; the killed worker stays down"
+
+
 def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
     result = sf.kill_worker_during_start()
     out = result["out"]

@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""spark-serve watchdog: one look at a ready vLLM service from its head node, run every few seconds by a systemd
+timer (spark-serve-watchdog.timer), installed by the vllm_service role.
+
+Each run checks the head's engine container, DF-pings every worker over the fast link at the fabric's MTU and, at a
+longer interval, sends one tiny generation: /health stays 200 with a dead worker or a wedged scheduler, and only a
+generation needs every rank (each forward pass runs on all of them). On a problem it makes the service visibly
+unhealthy by stopping the head (its /health then fails for clients and load balancers), prints one event line (the
+journal keeps it) and appends it to the node's record folder. It acts once: the role resets its state after the next
+start, and disarms it while a start runs. Standard library only.
+
+    spark-serve-watchdog.py /etc/spark-serve/watchdog.json
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def run(argv, timeout=30):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return 1, str(error)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def head_started_at(config):
+    """The head container's StartedAt when it runs, else None."""
+    rc, out = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.StartedAt}}", config["container"]])
+    status = out.split()
+    return status[1] if rc == 0 and len(status) == 2 and status[0] == "running" else None
+
+
+def link_problems(config):
+    size = int(config["mtu"]) - 28  # IPv4 + ICMP headers: the largest unfragmented ping
+    problems = []
+    for peer in config["peers"]:
+        rc, _ = run(["ping", "-M", "do", "-s", str(size), "-c", "1", "-W", "2", peer["address"]], timeout=10)
+        if rc != 0:
+            problems.append(f"fast link to {peer['host']} ({peer['address']}) drops DF pings of {size} bytes")
+    return problems
+
+
+def api_key(config):
+    path = config.get("secrets_file")
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as env:
+        for line in env:
+            if line.startswith("VLLM_API_KEY="):
+                return line.split("=", 1)[1].strip()
+    return None
+
+
+def generation_problem(config):
+    """None when one token comes back, else why not: every rank takes part in every forward pass."""
+    body = json.dumps({"model": config["model"], "prompt": "ping", "max_tokens": 1}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{config['port']}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    key = api_key(config)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=config["generation_timeout_s"]) as response:
+            choices = json.load(response).get("choices") or []
+            return None if choices else "a generation returned no choices"
+    except urllib.error.HTTPError as error:
+        return f"a generation failed with HTTP {error.code}"
+    except (OSError, ValueError) as error:
+        return f"a generation failed: {error}"
+
+
+def load_state(path):
+    try:
+        with open(path, encoding="utf-8") as state:
+            return json.load(state)
+    except (OSError, ValueError):
+        return {}
+
+
+def save_state(path, state):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as out:
+        json.dump(state, out)
+    os.replace(path + ".tmp", path)
+
+
+def trip(config, started_at, problems):
+    """Stop the head so that clients see the service down, and record why."""
+    rc, out = run(["docker", "stop", "--time", "10", config["container"]], timeout=60)
+    event = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "event": "service unhealthy",
+        "problems": problems,
+        "action": f"stopped {config['container']} so that /health fails"
+        + ("" if rc == 0 else f" (docker stop failed: {out})"),
+        "head_started_at": started_at,
+        "recover": "ansible-playbook site.yml --tags deploy",
+    }
+    line = json.dumps(event)
+    print(f"spark-serve-watchdog: {line}", flush=True)  # the journal, under systemd
+    os.makedirs(config["record_dir"], exist_ok=True)
+    with open(os.path.join(config["record_dir"], "watchdog-events.jsonl"), "a", encoding="utf-8") as log:
+        log.write(line + "\n")
+
+
+def look(config):
+    """One look; returns the problems found (empty when healthy, disarmed or already acted on)."""
+    if not config.get("armed"):
+        return []
+    state = load_state(config["state_file"])
+    if state.get("tripped"):
+        return []  # acted on already: the next start of the service resets the state
+    started_at = head_started_at(config)
+    problems = [f"head container {config['container']} is not running"] if started_at is None else []
+    problems = problems or link_problems(config)
+    now = time.time()
+    if not problems and now - state.get("generated_at", 0) >= config["generation_every_s"]:
+        state["generated_at"] = now
+        problem = generation_problem(config)
+        problems += [problem] if problem else []
+    if problems:
+        trip(config, started_at, problems)
+        state["tripped"] = True
+    save_state(config["state_file"], state)
+    return problems
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as source:
+        config = json.load(source)
+    return 1 if look(config) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
