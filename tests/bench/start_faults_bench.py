@@ -5,6 +5,7 @@ On the served test-bed pair (run `make demo` first), with the real vLLM CPU engi
   (b) worker cannot start (its import fails)          seconds from the worker's exit to DETECTED
   (b) wrong master address                            seconds for the whole run that refuses it (nothing starts)
   (d) worker killed after ready (/health still 200)   seconds from the kill to status.yml's report
+  (i) the same under the head's watchdog               seconds from the kill until clients see /health fail
   (f) worker's fast link set down mid-start            seconds from the fault to DETECTED
   (g) MTU lowered to 1500 on one end mid-start         seconds from the fault to DETECTED
   (h) head's master port dropped by a firewall rule    seconds from the fault to DETECTED
@@ -34,6 +35,7 @@ def main():
             ("(b) worker cannot start", lambda: sf.worker_cannot_start(Path(folder))),
             ("(b) wrong master address, refused before the start", sf.wrong_master_address),
             ("(d) worker killed after ready", sf.kill_worker_after_ready),
+            ("(i) worker killed after ready, watchdog: /health fails", sf.kill_worker_under_the_watchdog),
             ("(f) worker's fast link down mid-start", sf.link_down_during_start),
             ("(g) MTU 1500 on one end mid-start", sf.mtu_lowered_during_start),
             ("(h) head's master port dropped mid-start", sf.master_port_dropped_during_start),

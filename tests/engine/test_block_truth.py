@@ -14,6 +14,7 @@ Cases (all TP1 -- a CPU TP2 needs two engines and adds nothing to this computati
 The machine's own CPU decides the SSM dtype (AVX512-BF16 or not): both sets of hand figures are listed.
 """
 
+import concurrent.futures
 import json
 import os
 import sys
@@ -120,23 +121,52 @@ def model_dirs(tmp_path_factory):
     return dirs
 
 
+RETENTION = {"prefix_cache_retention_interval": 2048}
+PARALLEL_ENGINES = 2  # each start spends ~45 s mostly in one core's imports: two at a time halve the tier's wait
+
+
+@pytest.fixture(scope="module")
+def engine_lines(engine_ready, model_dirs, tmp_path_factory):
+    """{case id: CaptureResult or the exception}: every case's engine started once, two at a time."""
+    folder = tmp_path_factory.mktemp("engine-logs")
+    jobs = {case_id: (variant, engine, BLOCK_LINE, False) for case_id, variant, engine, _ in CASES}
+    jobs["A-retention-2048"] = ("A", RETENTION, RETENTION_LINE, True)
+
+    def start(item):
+        case_id, (variant, engine, pattern, expect_failure) = item
+        model_dir, cfg = model_dirs[variant]
+        try:
+            return case_id, capture_line(
+                model_dir,
+                COMMON_ARGS + cli(engine, cfg),
+                pattern,
+                timeout=START_TIMEOUT,
+                log_path=folder / f"{case_id}.log",
+                grace=5.0,
+                expect_failure=expect_failure,
+            )
+        except Exception as error:
+            return case_id, error
+
+    with concurrent.futures.ThreadPoolExecutor(PARALLEL_ENGINES) as pool:
+        return dict(pool.map(start, jobs.items()))
+
+
+def captured(engine_lines, case_id):
+    result = engine_lines[case_id]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
 @pytest.mark.parametrize("case_id,variant,engine,hand", CASES, ids=[c[0] for c in CASES])
-def test_predicted_block_matches_engine_log(
-    engine_ready, model_dirs, tmp_path, record_property, case_id, variant, engine, hand
-):
-    model_dir, cfg = model_dirs[variant]
+def test_predicted_block_matches_engine_log(engine_lines, model_dirs, record_property, case_id, variant, engine, hand):
+    _, cfg = model_dirs[variant]
     predicted = predict_block(cfg, engine, platform="cpu", engine_version=ENGINE_VERSION, cpu_avx512_bf16=AVX512_BF16)
     assert predicted["effective_block"] == hand[AVX512_BF16], predicted["steps"]
     assert predicted["logged_block"] == hand[AVX512_BF16], "every case is chosen so that the engine logs the line"
 
-    result = capture_line(
-        model_dir,
-        COMMON_ARGS + cli(engine, cfg),
-        BLOCK_LINE,
-        timeout=START_TIMEOUT,
-        log_path=tmp_path / "engine.log",
-        grace=5.0,
-    )
+    result = captured(engine_lines, case_id)
     logged = int(result.group(1))
     record_property("engine_block", logged)
     record_property("seconds_to_line", round(result.seconds, 1))
@@ -148,24 +178,17 @@ def test_predicted_block_matches_engine_log(
     assert logged == predicted["effective_block"], "\n".join(predicted["steps"])
 
 
-def test_retention_rejection_matches_engine(engine_ready, model_dirs, tmp_path, record_property):
+def test_retention_rejection_matches_engine(engine_lines, model_dirs, record_property):
     """A retention interval that is not a multiple of the scheduler block is refused after the load with
     exactly the text and scheduler block the predictor gives."""
-    model_dir, cfg = model_dirs["A"]
-    engine = {"prefix_cache_retention_interval": 2048}
-    predicted = predict_block(cfg, engine, platform="cpu", engine_version=ENGINE_VERSION, cpu_avx512_bf16=AVX512_BF16)
+    _, cfg = model_dirs["A"]
+    predicted = predict_block(
+        cfg, RETENTION, platform="cpu", engine_version=ENGINE_VERSION, cpu_avx512_bf16=AVX512_BF16
+    )
     assert predicted["scheduler_block"] == (2176 if AVX512_BF16 else 1152)
     assert predicted["retention"]["ok"] is False
 
-    result = capture_line(
-        model_dir,
-        COMMON_ARGS + cli(engine, cfg),
-        RETENTION_LINE,
-        timeout=START_TIMEOUT,
-        log_path=tmp_path / "engine.log",
-        grace=5.0,
-        expect_failure=True,
-    )
+    result = captured(engine_lines, "A-retention-2048")
     record_property("seconds_to_line", round(result.seconds, 1))
     print(f"\n[A-retention-2048] engine: {result.match.group(0)} (after {result.seconds:.1f} s)")
     assert int(result.group(1)) == 2048

@@ -272,9 +272,10 @@ def watchdog_timer_standin(interval_s=10, runs=30):
     return f"kill {out.strip()}; true"
 
 
-def kill_worker_under_the_watchdog(timeout_s=60):
-    """(i) The worker dies after ready while the head's watchdog runs: seconds until clients see /health fail,
-    without anyone running a playbook."""
+def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60):
+    """(i) The worker dies after ready while the head's watchdog runs: /health right after the kill, what
+    while_dead() returns (run at once, e.g. status.yml), and the seconds from the kill until clients see /health
+    fail, without anyone running a playbook."""
     node_exec(0, f"rm -f {WATCHDOG_EVENTS} {WATCHDOG_STATE}")
     stop = watchdog_timer_standin()
     try:
@@ -283,6 +284,8 @@ def kill_worker_under_the_watchdog(timeout_s=60):
         assert rc == 0, "the watchdog's first look never finished"
         node_exec(1, "docker kill spark-serve-rank1")
         killed = time.monotonic()
+        health_after_kill = health()
+        during = while_dead()
         seconds = None
         while time.monotonic() - killed < timeout_s:
             if health() != 200:
@@ -294,6 +297,8 @@ def kill_worker_under_the_watchdog(timeout_s=60):
     _, events = node_exec(0, f"cat {WATCHDOG_EVENTS}")
     return {
         "seconds": seconds,
+        "health_after_kill": health_after_kill,
+        "while_dead": during,
         "events": [json.loads(line) for line in events.splitlines() if line.startswith("{")],
         "running": engine_containers(0) + engine_containers(1),
         "rc": 0,

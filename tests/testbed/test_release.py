@@ -1,13 +1,12 @@
 """Acceptance gate, deployment records and rollback on the served test-bed pair (real vLLM CPU engine)."""
 
 import json
-import sys
 import time
 
 import pytest
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import ROOT, node_exec, playbook, run
+from tests.testbed.helpers import ROOT, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
@@ -36,16 +35,13 @@ def answers():
 
 
 @pytest.fixture(scope="module")
-def released(testbed):
-    """A fresh start of the unchanged pair profile: the gate runs and writes a passing record."""
-    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push"], timeout=3600)
-    assert rc == 0, out[-3000:]
-    rc, out = playbook("molecule/shared/dgx_os.yml")
-    assert rc == 0, out[-3000:]
+def released(served_pair):
+    """A fresh start of the unchanged pair profile on the prepared pair: the gate runs and writes a passing
+    record."""
     for index in range(2):
         node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
     before = records()
-    rc, out = playbook("site.yml", timeout=3600)
+    rc, out = sf.deploy(timeout=3600)
     assert rc == 0, out[-6000:]
     created = new_records(before)
     assert len(created) == 1, created

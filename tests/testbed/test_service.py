@@ -8,7 +8,6 @@ running, so they need no redeploy between them), and the last test serves again.
 """
 
 import json
-import sys
 import threading
 import time
 import urllib.error
@@ -16,22 +15,19 @@ import urllib.error
 import pytest
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import ROOT, node_exec, playbook, run
+from tests.testbed.helpers import ROOT, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 
 
 @pytest.fixture(scope="module")
-def deployed(testbed):
-    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push"], timeout=3600)
-    assert rc == 0, out[-3000:]
-    rc, out = playbook("molecule/shared/dgx_os.yml")
-    assert rc == 0, out[-3000:]
-    for index in range(2):  # a service left by `make demo` would make this run a no-op without a start
+def deployed(served_pair):
+    """A fresh start of the shipped profile on the prepared pair (the deploy stage; served_pair ran the prepare)."""
+    for index in range(2):  # a running service would make this run a no-op without a start
         node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
     started = time.monotonic()
-    rc, out = playbook("site.yml", timeout=3600)
-    print(f"\n[site.yml] first run {time.monotonic() - started:.0f} s")
+    rc, out = sf.deploy(timeout=3600)
+    print(f"\n[site.yml --tags deploy] fresh start {time.monotonic() - started:.0f} s")
     assert rc == 0, out[-6000:]
     assert "ready: /health 200 and all 2 rank(s) running" in out
     return out
@@ -69,21 +65,6 @@ def test_rerun_with_nothing_changed_restarts_nothing(serving):
     print(f"\n[no-op rerun] {result['seconds']:.0f} s, changed={result['changed']}, restarts={result['restarts']}")
     assert result["rc"] == 0, result["out"][-6000:]
     assert result["changed"] == 0 and result["restarts"] == 0, sf.recap(result["out"])
-
-
-def test_status_reports_a_dead_worker_while_head_health_is_200(serving):
-    rc, out = playbook("playbooks/status.yml")
-    assert rc == 0, out[-3000:]
-    result = sf.kill_worker_after_ready()
-    print(
-        f"\n[dead worker after ready] status.yml reported it {result['seconds']:.1f} s after the kill "
-        f"(engine: never, /health stays 200)"
-    )
-    assert result["health"] == 200, "vLLM's /health should still say 200 with a dead worker (that is the point)"
-    assert result["rc"] != 0
-    assert "node-1 (rank 1): exited" in result["out"]
-    assert "site.yml --tags deploy" in result["out"]
-    assert result["seconds"] < 10
 
 
 def test_stale_containers_and_port_squatters_are_replaced(serving):
@@ -147,91 +128,6 @@ def test_wrong_master_address_is_refused_before_the_running_service_is_touched(s
     assert f"vllm_service_master_addr {nobody}: must answer a ping from worker node-1" in out, out[-4000:]
     assert "Nothing was started; the running service is untouched." in out
     assert result["untouched"] and sf.health() == 200
-
-
-def test_the_watchdog_makes_a_dead_worker_visible_to_clients_within_15_s(serving):
-    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
-    assert json.loads(config)["armed"] is True, config
-    result = sf.kill_worker_under_the_watchdog()
-    assert result["seconds"] is not None, result
-    print(f"\n[dead worker, watchdog] /health failed {result['seconds']:.1f} s after the kill (no playbook run)")
-    assert result["seconds"] < 15
-    (event,) = result["events"]
-    assert event["event"] == "service unhealthy" and event["action"].startswith("stopped spark-serve-rank0"), event
-    assert any("generation failed" in problem for problem in event["problems"]), event
-    assert result["running"] == [], "the head was stopped; the killed worker stays down"
-
-
-def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
-    result = sf.kill_worker_during_start()
-    out = result["out"]
-    assert result["seconds"] is not None, out[-3000:]
-    print(
-        f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
-        f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
-    )
-    assert result["rc"] != 0
-    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
-    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
-    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
-    assert "rank 1 (node-1) failed first" in out
-    assert result["running"] == [], "a rank was left running"
-    assert result["cache_intact"], "the model cache must stay"
-    assert result["worker_logs"], "the failed ranks' logs must be collected on the controller"
-
-
-def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
-    result = sf.worker_cannot_start(tmp_path)
-    out = result["out"]
-    assert result["seconds"] is not None, out[-4000:]
-    print(
-        f"\n[worker cannot start] detected {result['seconds']:.1f} s after the worker exited (engine's own gloo "
-        f"timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
-    )
-    assert result["rc"] != 0
-    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
-    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
-    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
-    assert "rank 1 (node-1) failed first" in out
-    assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
-    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
-
-
-# The stalls: a rank alive but unable to talk. Each fault comes mid-start and must be found within 30 s, blaming the
-# right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on Sparks).
-STALLS = {
-    "link-down": (sf.link_down_during_start, "rank 1 (node-1) failed first", "fast link enp1s0f1np1 is down"),
-    "mtu-1500": (
-        sf.mtu_lowered_during_start,
-        "rank 1 (node-1) failed first",
-        "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000",
-    ),
-    "master-port-dropped": (
-        sf.master_port_dropped_during_start,
-        "rank 0 (node-0) failed first",
-        "master port 10.253.{}.10:29501 does not accept connections from node-1",
-    ),
-}
-
-
-@pytest.mark.parametrize("fault", list(STALLS))
-def test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node(deployed, fault):
-    scenario, blamed, reason = STALLS[fault]
-    result = scenario()
-    out = result["out"]
-    assert result["seconds"] is not None, out[-4000:]
-    print(
-        f"\n[{fault} mid-start] detected {result['seconds']:.1f} s after the fault (engine's own timeout here "
-        f"{sf.TESTBED_TIMEOUT_S} s, ratio {result['seconds'] / sf.TESTBED_TIMEOUT_S:.3f}; "
-        f"vs 601 s {result['seconds'] / sf.NCCL_TIMEOUT_S:.3f})"
-    )
-    assert result["rc"] != 0
-    assert result["seconds"] < 30, out[-4000:]
-    assert blamed in out and reason.format(16 * int(sf.INSTANCE) + 1) in out, out[-4000:]
-    assert "compiling/capturing" not in out.split("DETECTED")[0].split("staged start")[-1], (
-        "a stage the logs never showed"
-    )
-    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
 
 
 def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving, tmp_path):
@@ -313,3 +209,95 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     assert env_file.split() == ["600", "root"], env_file
     rc, out = sf.deploy()  # back to the profile without a key, for whatever runs next
     assert rc == 0, out[-6000:]
+
+
+def test_a_dead_worker_after_ready_is_reported_and_the_watchdog_makes_it_visible_within_15_s(serving):
+    """(d) vLLM's /health stays 200 with a dead worker: status.yml must say so at once, and the head's watchdog must
+    make the service visibly unhealthy (the head stopped, /health failing) without anyone running a playbook."""
+    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
+    assert json.loads(config)["armed"] is True, config
+    result = sf.kill_worker_under_the_watchdog(while_dead=lambda: playbook("playbooks/status.yml"))
+    rc, out = result["while_dead"]
+    print(
+        f"\n[dead worker after ready] /health right after the kill: {result['health_after_kill']}; status.yml "
+        f"reported it; the watchdog made /health fail {result['seconds']:.1f} s after the kill (no playbook run)"
+    )
+    assert result["health_after_kill"] == 200, "vLLM's /health still says 200 with a dead worker (the point)"
+    assert rc != 0 and "node-1 (rank 1): exited" in out and "site.yml --tags deploy" in out, out[-3000:]
+    assert result["seconds"] is not None and result["seconds"] < 15, result
+    (event,) = result["events"]
+    assert event["event"] == "service unhealthy" and event["action"].startswith("stopped spark-serve-rank0"), event
+    assert any("generation failed" in problem for problem in event["problems"]), event
+    assert result["running"] == [], "the head was stopped; the killed worker stays down"
+
+
+def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
+    result = sf.kill_worker_during_start()
+    out = result["out"]
+    assert result["seconds"] is not None, out[-3000:]
+    print(
+        f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
+        f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
+    )
+    assert result["rc"] != 0
+    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
+    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
+    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
+    assert "rank 1 (node-1) failed first" in out
+    assert result["running"] == [], "a rank was left running"
+    assert result["cache_intact"], "the model cache must stay"
+    assert result["worker_logs"], "the failed ranks' logs must be collected on the controller"
+
+
+def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
+    result = sf.worker_cannot_start(tmp_path)
+    out = result["out"]
+    assert result["seconds"] is not None, out[-4000:]
+    print(
+        f"\n[worker cannot start] detected {result['seconds']:.1f} s after the worker exited (engine's own gloo "
+        f"timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
+    )
+    assert result["rc"] != 0
+    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
+    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
+    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
+    assert "rank 1 (node-1) failed first" in out
+    assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
+    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
+
+
+# The stalls: a rank alive but unable to talk. Each fault comes mid-start and must be found within 30 s, blaming the
+# right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on Sparks).
+STALLS = {
+    "link-down": (sf.link_down_during_start, "rank 1 (node-1) failed first", "fast link enp1s0f1np1 is down"),
+    "mtu-1500": (
+        sf.mtu_lowered_during_start,
+        "rank 1 (node-1) failed first",
+        "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000",
+    ),
+    "master-port-dropped": (
+        sf.master_port_dropped_during_start,
+        "rank 0 (node-0) failed first",
+        "master port 10.253.{}.10:29501 does not accept connections from node-1",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(STALLS))
+def test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node(deployed, fault):
+    scenario, blamed, reason = STALLS[fault]
+    result = scenario()
+    out = result["out"]
+    assert result["seconds"] is not None, out[-4000:]
+    print(
+        f"\n[{fault} mid-start] detected {result['seconds']:.1f} s after the fault (engine's own timeout here "
+        f"{sf.TESTBED_TIMEOUT_S} s, ratio {result['seconds'] / sf.TESTBED_TIMEOUT_S:.3f}; "
+        f"vs 601 s {result['seconds'] / sf.NCCL_TIMEOUT_S:.3f})"
+    )
+    assert result["rc"] != 0
+    assert result["seconds"] < 30, out[-4000:]
+    assert blamed in out and reason.format(16 * int(sf.INSTANCE) + 1) in out, out[-4000:]
+    assert "compiling/capturing" not in out.split("DETECTED")[0].split("staged start")[-1], (
+        "a stage the logs never showed"
+    )
+    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
