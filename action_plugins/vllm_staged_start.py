@@ -1,13 +1,15 @@
 """Action plugin: staged start of a multi-node vLLM service, watching every rank at once.
 
 Runs on the controller and reaches each node over the same SSH path Ansible uses. Order: clean stale
-containers on every node, start the workers, then the head; then watch container state, log lines and the
-head's /health together, printing progress, and fail within seconds of any rank dying instead of waiting out
-the engine's own collective timeout. On failure every rank is stopped (SIGTERM first, then the container),
-the last log lines of each rank are saved on the controller, and the model cache and images stay untouched.
+containers on every node at once, start the workers together, then the head; then watch container state,
+log lines and the head's /health together, printing progress, and fail within seconds of any rank dying
+instead of waiting out the engine's own collective timeout. On failure every rank is stopped (SIGTERM first,
+then the container), the last log lines of each rank are saved on the controller, and the model cache and
+images stay untouched.
 Documentation: library/vllm_staged_start.py.
 """
 
+import concurrent.futures
 import os
 import re
 import shlex
@@ -195,19 +197,21 @@ class ActionModule(ActionBase):
         started = time.monotonic()
         self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
         timeline = []
-        for rank in [r for r in ranks if r.rank != 0] + [ranks[0]]:  # workers first, then the head
-            rc, out, err = rank.up()
-            if rc != 0:
-                return self.failed(
-                    result,
-                    ranks,
-                    rank,
-                    f"docker compose up failed: {(err or out).strip()[-500:]}",
-                    started,
-                    log_dir,
-                    timeline,
-                )
-            timeline.append({"seconds": round(time.monotonic() - started, 1), "event": f"{rank.label} started"})
+        for group in ([r for r in ranks if r.rank != 0], [ranks[0]]):  # the workers together, then the head
+            with concurrent.futures.ThreadPoolExecutor(max(len(group), 1)) as pool:
+                answers = list(pool.map(lambda rank: rank.up(), group))
+            for rank, (rc, out, err) in zip(group, answers, strict=True):
+                if rc != 0:
+                    return self.failed(
+                        result,
+                        ranks,
+                        rank,
+                        f"docker compose up failed: {(err or out).strip()[-500:]}",
+                        started,
+                        log_dir,
+                        timeline,
+                    )
+                timeline.append({"seconds": round(time.monotonic() - started, 1), "event": f"{rank.label} started"})
 
         head = ranks[0]
         last_print = 0.0
@@ -325,9 +329,10 @@ class ActionModule(ActionBase):
     def clean(self, ranks, ports):
         """Remove this service's containers on every node, then any other container holding the head's ports
         (an earlier launcher's engine); refuse a port a process outside any container holds."""
-        for rank in ranks:
-            rank.down()
-            rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1", timeout=60)
+        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:  # every node at once
+            list(
+                pool.map(lambda rank: (rank.down(), rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1")), ranks)
+            )
         head = ranks[0]
         holders = self.port_holders(head, ports)
         for container, port in sorted(holders.items()):
@@ -340,6 +345,11 @@ class ActionModule(ActionBase):
                 f"this service's containers: {out.strip()} -- stop that process first; "
                 f"nothing was started"
             )
+
+    @staticmethod
+    def remove(rank):
+        rank.down()
+        rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1", timeout=60)
 
     @staticmethod
     def port_holders(head, ports):
