@@ -28,7 +28,16 @@ from ansible.utils.display import Display
 # modules it ships to a node; an action plugin runs in the controller's Python, so the configured folders join
 # the ansible.module_utils package here and the import below is the one every module uses.
 ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
-from ansible.module_utils.rank_watch import STAGES, STALLED, link_problem, rank_verdict, stage_of, stall_sign, timeouts
+from ansible.module_utils.rank_watch import (
+    STAGES,
+    STALLED,
+    link_problem,
+    rank_verdict,
+    stage_of,
+    stall_sign,
+    timeouts,
+    waits_at_rendezvous,
+)
 
 display = Display()
 
@@ -120,7 +129,10 @@ class Rank:
         return state, (int(status[1]) if state else None), health, link, lines[3:]
 
     def track(self, lines, elapsed):
-        """Note the latest stall line and whether the log moved; True when a new stall line calls for a re-probe."""
+        """Note the latest stall line, whether the log moved and when the rank reached the rendezvous; True when a
+        new stall line calls for a re-probe."""
+        if self.waiting_at is None and waits_at_rendezvous(lines):
+            self.waiting_at = elapsed
         mark = (len(lines), lines[-1] if lines else "")
         if mark != self.log_mark:
             self.log_mark, self.log_changed_at = mark, elapsed
@@ -143,11 +155,14 @@ class Rank:
         return out.split()
 
     def connects(self, address, port):
-        """(True, '') when a TCP connection to address:port opens from this node within 3 s, else (False, why)."""
+        """(True, '') when address:port answers from this node within 3 s: it accepts the connection, or refuses
+        it (nothing listens: the head's store is not up yet, or is closed after the rendezvous, both normal);
+        else (False, why): the packets are dropped or the address is unreachable."""
         rc, out, err = self.run(
             f"timeout 3 bash -c 'exec 3<>/dev/tcp/{shlex.quote(address)}/{int(port)}' 2>&1", timeout=15
         )
-        return rc == 0, ("timed out after 3 s" if rc == 124 else (out + err).strip().rsplit(": ", 1)[-1])
+        why = "timed out after 3 s" if rc == 124 else (out + err).strip().rsplit(": ", 1)[-1]
+        return rc == 0 or "refused" in why.lower(), why
 
     def log_lines(self, tail=400):
         _, out, err = self.run(f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
@@ -227,7 +242,6 @@ class ActionModule(ActionBase):
                 new_stage = stage_of(lines)
                 if new_stage > rank.stage:
                     rank.stage = new_stage
-                    rank.waiting_at = elapsed if rank.waiting_at is None else rank.waiting_at
                     timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
                 if not ok:
                     return self.failed(result, ranks, rank, reason, started, log_dir, timeline)
@@ -310,7 +324,7 @@ class ActionModule(ActionBase):
             )
         head = ranks[0]
         if head.address and head.waiting_at is not None:  # the head logged that its store is up
-            for rank in ranks[1:]:
+            for rank in [r for r in ranks[1:] if r.stage <= 1]:  # not joined yet: the store still matters
                 ok, why = rank.connects(head.address, args["master_port"])
                 if not ok:
                     return head, (

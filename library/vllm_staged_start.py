@@ -14,9 +14,10 @@ description:
   - On the first dead rank it stops every rank (SIGTERM, then the container), saves each rank's last log lines on
     the controller and fails naming the rank and the reason; model cache and images are untouched.
   - A rank that is alive but cannot talk is found too. The fast link's state and MTU (sysfs) are read at every
-    look and a link that is down or has another MTU fails the start naming its node. A stall line in any rank's
-    log, or a log that stops moving, re-probes the fabric (DF pings between every pair of ranks at the MTU, a TCP
-    connect from every worker to the head's master port) and fails naming the node, the link or port and the log
+    look and a link that is down or has another MTU fails the start naming its node. A rank whose latest log line
+    is a stall line, or whose log stops moving, re-probes the fabric (DF pings between every pair of ranks at the
+    MTU; from every worker not yet joined, a TCP connect to the head's master port, where a refusal is normal
+    before the head's store is up and a drop is not) and fails naming the node, the link or port and the log
     line; a stall that outlasts O(stall_grace_s) while everything answers fails naming the rank and its line.
     While a rank retries, its stage reads C(retrying a peer).
   - The outer timeout is derived from the expected load time and the engine's distributed timeout, printed at

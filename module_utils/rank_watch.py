@@ -22,8 +22,8 @@ STAGES = [
     (
         "compiling/capturing",
         re.compile(
-            r"Capturing CUDA graph|torch\.compile|Compiling a graph|"
-            r"KV cache|GPU KV cache size|CPU KV cache size|num_gpu_blocks"
+            r"Capturing CUDA graph|torch\.compile takes|Compiling a graph|Dynamo bytecode transform|"
+            r"GPU KV cache size|CPU KV cache size|num_gpu_blocks"
         ),
     ),
     ("serving", re.compile(r"Starting vLLM API server|Application startup complete|Uvicorn running")),
@@ -66,13 +66,15 @@ def stage_of(lines):
 
 
 def stall_sign(lines):
-    """The latest stall line, stripped, when no stage line follows it (the rank still retries), else None."""
-    for line in reversed(lines):
-        if any(pattern.search(line) for pattern in STALLS):
-            return line.strip()
-        if any(pattern is not None and pattern.search(line) for _, pattern in STAGES):
-            return None
-    return None
+    """The rank's last log line, stripped, when it is a stall line (the rank still retries), else None: any line
+    after a retry means the rank moved on."""
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    return last if any(pattern.search(last) for pattern in STALLS) else None
+
+
+def waits_at_rendezvous(lines):
+    """Whether the log shows the rank at the rendezvous (its TCPStore up, on the head)."""
+    return any(STAGES[1][1].search(line) for line in lines)
 
 
 def link_problem(netdev, expected_mtu, sysfs):

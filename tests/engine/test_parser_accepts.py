@@ -14,51 +14,65 @@ pytestmark = pytest.mark.engine
 ENGINE_VENV = Path(os.environ.get("SPARK_ENGINE_VENV", ROOT / ".venv-engine"))
 
 # Builds `vllm`'s CLI parser exactly as the catalog generator does (vllm.entrypoints.cli.main's
-# construction), parses argv[1:], then turns the namespace into EngineArgs like `vllm serve` does.
+# construction), parses each argv[1:], then turns the namespace into EngineArgs like `vllm serve` does. One
+# process for every case: importing vLLM is most of the cost.
 PARSE = r"""
-import json, sys
+import contextlib, io, json, sys
 sys.path.insert(0, "tools")
 import gen_flag_catalog as g
-top, _ = g.build_parsers(g._prepare_environment(None))
-ns = top.parse_args(json.loads(sys.argv[1]))
 from vllm.engine.arg_utils import EngineArgs
-args = EngineArgs.from_cli_args(ns)
-print(json.dumps({"subparser": ns.subparser, "model": ns.model_tag,
-                  **{k: getattr(args, k) for k in json.loads(sys.argv[2])}}, default=str))
+top, _ = g.build_parsers(g._prepare_environment(None))
+results = []
+for argv, fields in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ns = top.parse_args(argv)
+        args = EngineArgs.from_cli_args(ns)
+        parsed = {"subparser": ns.subparser, "model": ns.model_tag, **{k: getattr(args, k) for k in fields}}
+        results.append({"rc": 0, "parsed": parsed})
+    except SystemExit as exit:
+        results.append({"rc": exit.code or 2, "stderr": err.getvalue()})
+print(json.dumps(results, default=str))
 """
+FIELDS = [
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "max_model_len",
+    "enable_prefix_caching",
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "distributed_timeout_seconds",
+]
+BAD = ["vllm", "serve", "m", "--max-num-seqs", "many"]
 
 
-def engine_parse(argv, fields):
+def rendered(rank):
+    result = plan(vllm_args_params(profile("testbed"), rank=rank, master_addr="127.0.0.1"))
+    assert result["violations"] == []
+    return result["argv"]
+
+
+@pytest.fixture(scope="module")
+def engine_parsed():
+    """What the engine's parser made of rank 0's and rank 1's rendered argv and of BAD, in that order."""
     python = ENGINE_VENV / "bin" / "python"
     assert python.exists(), f"{python} missing: run `make engine` (tests/engine/install_engine.sh)"
+    cases = [(rendered(0)[1:], FIELDS), (rendered(1)[1:], FIELDS), (BAD[1:], ["max_num_seqs"])]
     proc = subprocess.run(
-        [str(python), "-c", PARSE, json.dumps(argv[1:]), json.dumps(fields)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [str(python), "-c", PARSE, json.dumps(cases)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
-    return proc.returncode, proc.stdout, proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("rank", [0, 1])
-def test_engine_parser_accepts_rendered_testbed_argv(rank):
+def test_engine_parser_accepts_rendered_testbed_argv(engine_parsed, rank):
     prof = profile("testbed")
-    result = plan(vllm_args_params(prof, rank=rank, master_addr="127.0.0.1"))
-    assert result["violations"] == []
-    fields = [
-        "tensor_parallel_size",
-        "max_num_seqs",
-        "max_model_len",
-        "enable_prefix_caching",
-        "nnodes",
-        "node_rank",
-        "master_addr",
-        "distributed_timeout_seconds",
-    ]
-    rc, out, err = engine_parse(result["argv"], fields)
-    assert rc == 0, err[-3000:]
-    parsed = json.loads(out.strip().splitlines()[-1])
+    answer = engine_parsed[rank]
+    assert answer["rc"] == 0, answer.get("stderr", "")[-3000:]
+    parsed = answer["parsed"]
     engine = prof["engine"]
     assert parsed["subparser"] == "serve" and parsed["model"] == prof["model"]["id"]
     assert parsed["tensor_parallel_size"] == engine["tensor_parallel_size"]
@@ -69,10 +83,10 @@ def test_engine_parser_accepts_rendered_testbed_argv(rank):
     assert (parsed["nnodes"], parsed["node_rank"], parsed["master_addr"]) == (2, rank, "127.0.0.1")
 
 
-def test_engine_parser_rejects_what_the_catalog_rejects():
+def test_engine_parser_rejects_what_the_catalog_rejects(engine_parsed):
     """Control: the same harness fails on a value the catalog calls a bad int, so a pass above means something."""
-    rc, _, err = engine_parse(["vllm", "serve", "m", "--max-num-seqs", "many"], ["max_num_seqs"])
-    assert rc != 0 and "max-num-seqs" in err
+    answer = engine_parsed[2]
+    assert answer["rc"] != 0 and "max-num-seqs" in answer["stderr"]
     prof = profile("testbed")
     prof["engine"]["max_num_seqs"] = "many"
     assert [v["rule"] for v in plan(vllm_args_params(prof))["violations"]] == ["flag-type"]

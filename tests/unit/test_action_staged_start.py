@@ -241,3 +241,17 @@ def test_refused_connections_before_the_head_listens_are_no_stall(nodes, tmp_pat
     result = action(fabric_args()).run(task_vars={})
     assert result["ready"] is True and "failed" not in result
     assert cluster["spark-b"].probes == ["ping"], "the refusal was re-probed once; the head's store was not up yet"
+
+
+def test_a_refused_master_port_is_no_fault_by_itself(nodes, tmp_path):
+    # Nothing listens on the master port before the head's store is up or after the rendezvous closed it.
+    cluster, _ = nodes
+    refused = RETRY.replace("Network is unreachable", "Connection refused")
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITS)] * 2 + [("running", 0, "200", READY)])
+    cluster["spark-b"] = Node(
+        [("running", 0, "-", WORKER_WAITS + [refused])] * 2 + [("running", 0, "-", LOADING)],
+        port=(1, "bash: connect: Connection refused\nbash: line 1: /dev/tcp/10.0.0.1/29501: Connection refused", ""),
+    )
+    result = action(fabric_args()).run(task_vars={})
+    assert result["ready"] is True and "failed" not in result, result.get("msg")
+    assert cluster["spark-b"].probes == ["ping", "port"]

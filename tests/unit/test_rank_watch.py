@@ -8,6 +8,7 @@ from ansible.module_utils.rank_watch import (
     stage_of,
     stall_sign,
     timeouts,
+    waits_at_rendezvous,
 )
 
 HEAD_WAITING = [
@@ -57,8 +58,9 @@ def test_a_stall_line_counts_until_the_rank_logs_progress():
         "[W1202 10:00:03.123 socket.cpp:769] [c10d] TCP client failed to connect/validate to host "
         "10.0.0.1:29501 - retrying (try=1, timeout=300000ms, delay=1000ms): Network is unreachable"
     )
-    assert stall_sign(HEAD_WAITING + [retry, "INFO some unrelated line"]) == retry
+    assert stall_sign(HEAD_WAITING + [retry, ""]) == retry
     assert stall_sign(HEAD_WAITING + [retry, "INFO rank 1 in world size 2 is assigned as DP rank 0"]) is None
+    assert stall_sign(HEAD_WAITING + [retry, "INFO any later line: the rank moved on"]) is None
     assert stall_sign(HEAD_WAITING) is None
     for line in (
         "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<49152> with error 12",
@@ -76,3 +78,12 @@ def test_link_problems_name_the_netdev_and_the_state_or_mtu():
     assert link_problem("enp1s0f1np1", 9000, "up 1500") == "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000"
     assert link_problem("enp1s0f1np1", 9000, "") == "fast link enp1s0f1np1 is missing (/sys/class/net/enp1s0f1np1)"
     assert link_problem("enp1s0f1np1", None, "up 1500") is None
+
+
+def test_eager_mode_is_no_compile_stage_and_the_rendezvous_is_read_from_its_own_line():
+    eager = (
+        "(MainProcess pid=1) WARNING 12-02 04:36:07 [vllm.py:1703] Enforce eager set, disabling torch.compile, "
+        "CUDAGraphs, and JIT kernel warmup."
+    )
+    assert STAGES[stage_of([eager])][0] == "container started"
+    assert not waits_at_rendezvous([eager]) and waits_at_rendezvous(HEAD_WAITING)
