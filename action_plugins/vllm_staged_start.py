@@ -287,7 +287,7 @@ class ActionModule(ActionBase):
     @staticmethod
     def quiet(rank, elapsed, quiet_s):
         """A rank whose log has not moved for quiet_s (at most one re-probe per quiet_s) while not yet serving."""
-        if rank.stage in (0, len(STAGES) - 1) or elapsed - max(rank.log_changed_at, rank.probed_at) < quiet_s:
+        if rank.stage == len(STAGES) - 1 or elapsed - max(rank.log_changed_at, rank.probed_at) < quiet_s:
             return False
         display.display(f"[vllm] {elapsed:5.0f} s  {rank.label}: log quiet for {quiet_s:.0f} s, re-probing")
         return True
@@ -323,7 +323,7 @@ class ActionModule(ActionBase):
                 f"fast link drops DF pings of {(args['mtu'] or 1500) - 28} bytes (MTU {args['mtu'] or 1500}): {pairs}"
             )
         head = ranks[0]
-        if head.address and head.waiting_at is not None:  # the head logged that its store is up
+        if head.address:  # a drop shows even before the head's store is up: nothing answers, not even a refusal
             for rank in [r for r in ranks[1:] if r.stage <= 1]:  # not joined yet: the store still matters
                 ok, why = rank.connects(head.address, args["master_port"])
                 if not ok:

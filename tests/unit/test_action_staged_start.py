@@ -240,7 +240,7 @@ def test_refused_connections_before_the_head_listens_are_no_stall(nodes, tmp_pat
     cluster["spark-b"] = Node([("running", 0, "-", WORKER_WAITS + [refused])] * 2 + [("running", 0, "-", LOADING)])
     result = action(fabric_args()).run(task_vars={})
     assert result["ready"] is True and "failed" not in result
-    assert cluster["spark-b"].probes == ["ping"], "the refusal was re-probed once; the head's store was not up yet"
+    assert cluster["spark-b"].probes == ["ping", "port"], "the refusal was re-probed once; the port answered"
 
 
 def test_a_refused_master_port_is_no_fault_by_itself(nodes, tmp_path):
