@@ -68,6 +68,7 @@ ARGUMENT_SPEC = dict(
     mtu=dict(type="int"),
     stall_grace_s=dict(type="float", default=20),
     quiet_s=dict(type="float", default=15),
+    rendezvous_probe_s=dict(type="float", default=5),
 )
 
 
@@ -252,6 +253,8 @@ class ActionModule(ActionBase):
                 if new_sign or self.quiet(rank, elapsed, args["quiet_s"]):
                     due.append(rank)
             stalled = self.stalled(ranks, elapsed, args["stall_grace_s"])
+            if self.rendezvous_due(ranks, elapsed, args["rendezvous_probe_s"]):
+                due.append(ranks[0])
             if due or stalled:
                 culprit, problem = self.reprobe(ranks, args, elapsed)
                 if culprit is None and stalled:
@@ -291,6 +294,13 @@ class ActionModule(ActionBase):
             return False
         display.display(f"[vllm] {elapsed:5.0f} s  {rank.label}: log quiet for {quiet_s:.0f} s, re-probing")
         return True
+
+    @staticmethod
+    def rendezvous_due(ranks, elapsed, every_s):
+        """Every every_s while a worker has not joined: a dropped master port leaves the worker silent in connect()
+        (no retry line for minutes), and only a probe shows it."""
+        waiting = [r for r in ranks[1:] if r.stage <= 1]
+        return bool(waiting) and elapsed - max(r.probed_at for r in ranks) >= every_s
 
     @staticmethod
     def stalled(ranks, elapsed, grace_s):

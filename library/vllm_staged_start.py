@@ -101,6 +101,13 @@ options:
     description: Seconds without a new log line from a rank (not serving yet) before the fast link is re-probed.
     type: float
     default: 15
+  rendezvous_probe_s:
+    description:
+      - Seconds between two probes of the fabric while a worker has not joined the head yet (DF pings, a TCP
+        connect to the master port). Only a probe shows a dropped master port within seconds, since a worker
+        stuck in connect() logs nothing.
+    type: float
+    default: 5
 author:
   - spark-serve
 """

@@ -226,7 +226,7 @@ def test_a_dead_worker_after_ready_is_reported_and_the_watchdog_makes_it_visible
     assert rc != 0 and "node-1 (rank 1): exited" in out and "site.yml --tags deploy" in out, out[-3000:]
     assert result["seconds"] is not None and result["seconds"] < 15, result
     (event,) = result["events"]
-    assert event["event"] == "service unhealthy" and event["action"].startswith("stopped spark-serve-rank0"), event
+    assert event["event"] == "service unhealthy" and event["action"].startswith("stopping spark-serve-rank0"), event
     assert any("generation failed" in problem for problem in event["problems"]), event
     assert result["running"] == [], "the head was stopped; the killed worker stays down"
 

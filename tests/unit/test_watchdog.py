@@ -101,7 +101,7 @@ def test_a_failed_generation_stops_the_head_once_and_records_why(tmp_path, node,
     assert ["docker", "stop", "--time", "10", "spark-serve-rank0"] in calls
     (event,) = events(tmp_path)
     assert event["problems"] == ["a generation failed with HTTP 500"]
-    assert event["action"] == "stopped spark-serve-rank0 so that /health fails"
+    assert event["action"] == "stopping spark-serve-rank0 so that /health fails"
     assert watchdog.look(cfg) == [] and len(events(tmp_path)) == 1, "it acts once, until the next start"
 
 

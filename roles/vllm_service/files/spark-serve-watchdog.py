@@ -91,23 +91,31 @@ def save_state(path, state):
     os.replace(path + ".tmp", path)
 
 
-def trip(config, started_at, problems):
-    """Stop the head so that clients see the service down, and record why."""
-    rc, out = run(["docker", "stop", "--time", "10", config["container"]], timeout=60)
-    event = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "event": "service unhealthy",
-        "problems": problems,
-        "action": f"stopped {config['container']} so that /health fails"
-        + ("" if rc == 0 else f" (docker stop failed: {out})"),
-        "head_started_at": started_at,
-        "recover": "ansible-playbook site.yml --tags deploy",
-    }
-    line = json.dumps(event)
-    print(f"spark-serve-watchdog: {line}", flush=True)  # the journal, under systemd
+def record(config, event):
+    """One event line: printed (the journal keeps it under systemd) and appended to the node's record folder."""
+    line = json.dumps(dict(event, time=time.strftime("%Y-%m-%dT%H:%M:%S%z")))
+    print(f"spark-serve-watchdog: {line}", flush=True)
     os.makedirs(config["record_dir"], exist_ok=True)
     with open(os.path.join(config["record_dir"], "watchdog-events.jsonl"), "a", encoding="utf-8") as log:
         log.write(line + "\n")
+
+
+def trip(config, started_at, problems):
+    """Record why, then stop the head so that clients see the service down (the reason is kept even if the stop
+    hangs)."""
+    record(
+        config,
+        {
+            "event": "service unhealthy",
+            "problems": problems,
+            "action": f"stopping {config['container']} so that /health fails",
+            "head_started_at": started_at,
+            "recover": "ansible-playbook site.yml --tags deploy",
+        },
+    )
+    rc, out = run(["docker", "stop", "--time", "10", config["container"]], timeout=60)
+    if rc != 0:
+        record(config, {"event": "stop failed", "container": config["container"], "detail": out})
 
 
 def look(config):
