@@ -292,8 +292,12 @@ def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60):
                 seconds = time.monotonic() - killed
                 break
             time.sleep(0.5)
-        # The event line comes first, then the stop: wait for it before the timer stand-in goes.
-        node_exec(0, f"for i in $(seq 100); do test -s {WATCHDOG_EVENTS} && exit 0; sleep 0.2; done; exit 1")
+        # The event line comes first, then the stop (SIGTERM, up to 10 s): wait for both before the stand-in goes.
+        node_exec(
+            0,
+            f"for i in $(seq 150); do test -s {WATCHDOG_EVENTS} && ! docker ps -q --filter name=spark-serve-rank0 "
+            "| grep -q . && exit 0; sleep 0.2; done; exit 1",
+        )
     finally:
         node_exec(0, stop)
     _, events = node_exec(0, f"cat {WATCHDOG_EVENTS}")
