@@ -86,6 +86,22 @@ def engine(model_dir, extra_args, log_path):
     return EngineProc(model_dir, ENGINE_ARGS + extra_args, env=ENGINE_ENV, log_path=log_path)
 
 
+@pytest.fixture(scope="module")
+def engines(model_dir, tmp_path_factory):
+    """Both engines of this module, started at once (a start is mostly one core's imports): {'prefix': with
+    prefix caching, 'no-prefix': without}. Each test drives only its own; the other idles."""
+    logs = tmp_path_factory.mktemp("engine-logs")
+    started = {
+        "prefix": engine(model_dir, ["--enable-prefix-caching"], logs / "prefix.log").start(),
+        "no-prefix": engine(model_dir, ["--no-enable-prefix-caching"], logs / "no-prefix.log").start(),
+    }
+    try:
+        yield started
+    finally:
+        for eng in started.values():
+            eng.stop()
+
+
 def healthy_url(eng):
     """The engine's base URL once /health answers 200."""
     eng.wait_for(r"Application startup complete", timeout=START_TIMEOUT)
@@ -111,13 +127,12 @@ def rows_by_name(result):
     return {row["name"]: row for row in result["summary"]["requests"]}
 
 
-def test_gate_measures_hits_metrics_and_the_tool_call_on_a_real_engine(gate, model_dir, tmp_path):
+def test_gate_measures_hits_metrics_and_the_tool_call_on_a_real_engine(gate, engines):
     acceptance = profile("testbed")["acceptance"]
-    with engine(model_dir, ["--enable-prefix-caching"], tmp_path / "engine.log") as eng:
-        url = healthy_url(eng)
-        block = int(re.search(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"', metrics_text(url)).group(1))
-        first = gate.run_gate(url, SERVED_NAME, acceptance, timeout_s=300, nonce="gate-run-1")
-        second = gate.run_gate(url, SERVED_NAME, acceptance, timeout_s=300, nonce="gate-run-2")
+    url = healthy_url(engines["prefix"])
+    block = int(re.search(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"', metrics_text(url)).group(1))
+    first = gate.run_gate(url, SERVED_NAME, acceptance, timeout_s=300, nonce="gate-run-1")
+    second = gate.run_gate(url, SERVED_NAME, acceptance, timeout_s=300, nonce="gate-run-2")
 
     for result in (first, second):
         rows = rows_by_name(result)
@@ -147,10 +162,9 @@ def test_gate_measures_hits_metrics_and_the_tool_call_on_a_real_engine(gate, mod
         assert result["passed"] is True, result["failures"]
 
 
-def test_gate_rejects_the_engine_without_prefix_caching_naming_the_hot_requests(gate, model_dir, tmp_path):
-    with engine(model_dir, ["--no-enable-prefix-caching"], tmp_path / "engine.log") as eng:
-        url = healthy_url(eng)
-        result = gate.run_gate(url, SERVED_NAME, {}, timeout_s=300, nonce="gate-no-prefix")
+def test_gate_rejects_the_engine_without_prefix_caching_naming_the_hot_requests(gate, engines):
+    url = healthy_url(engines["no-prefix"])
+    result = gate.run_gate(url, SERVED_NAME, {}, timeout_s=300, nonce="gate-no-prefix")
     print(f"\n[no prefix caching] {json.dumps({k: v for k, v in result['summary'].items() if k != 'requests'})}")
     assert result["passed"] is True, "no threshold given: only failed requests and the tool call are checked"
     passed, failures = evaluate(result["summary"], {"hit_ratio_min": 0.5})
