@@ -68,7 +68,14 @@ def packages(index):
 
 
 def install_deb(index, branch):
-    sh(index, f"curl -fsS -o /tmp/{DEB[branch]} {APT}/{DEB[branch]} && {APT_INSTALL} /tmp/{DEB[branch]}")
+    """Install one driver branch's package in place of the other's. apt 3's solver keeps a held package it is not
+    told to remove (the role holds the driver), so the other branch's removal is asked for by name (`pkg-`)."""
+    other = next(b for b in DEB if b != branch)
+    sh(
+        index,
+        f"curl -fsS -o /tmp/{DEB[branch]} {APT}/{DEB[branch]} && "
+        f"{APT_INSTALL} /tmp/{DEB[branch]} nvidia-driver-{other}-open-",
+    )
 
 
 def run_prepare_play(tmp_path, *extra):
