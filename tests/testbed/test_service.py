@@ -231,53 +231,49 @@ def test_a_dead_worker_after_ready_is_reported_and_the_watchdog_makes_it_visible
     assert result["running"] == [], "the head was stopped; the killed worker stays down"
 
 
-def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
-    result = sf.kill_worker_during_start()
+def assert_found_and_stopped(result, label, bound_s, blamed, engine_timeout_s=sf.GLOO_TIMEOUT_S):
+    """A failed start: found within bound_s of the fault, blaming `blamed`, every rank stopped, the cache kept, the
+    logs collected. Prints the figure and its ratios to the engine's own timeouts; returns the playbook output."""
     out = result["out"]
-    assert result["seconds"] is not None, out[-3000:]
+    assert result["seconds"] is not None, out[-4000:]
     print(
-        f"\n[worker killed during start] detected {result['seconds']:.1f} s after the kill "
-        f"(engine's own gloo timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
+        f"\n[{label}] detected {result['seconds']:.1f} s after the fault (engine's own timeout: {engine_timeout_s} s, "
+        f"ratio {result['seconds'] / engine_timeout_s:.4f}; vs 601 s {result['seconds'] / sf.NCCL_TIMEOUT_S:.4f})"
     )
     assert result["rc"] != 0
-    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
-    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
-    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
-    assert "rank 1 (node-1) failed first" in out
+    assert result["seconds"] < bound_s, out[-4000:]
+    assert f"{blamed} failed first" in out, out[-4000:]
     assert result["running"] == [], "a rank was left running"
     assert result["cache_intact"], "the model cache must stay"
     assert result["worker_logs"], "the failed ranks' logs must be collected on the controller"
+    return out
+
+
+# A dead worker is found within a minute of its exit, where the engine itself waits 1801 s; the figure itself is a
+# benchmark's (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
+def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
+    result = sf.kill_worker_during_start()
+    assert_found_and_stopped(result, "worker killed during start", sf.GLOO_TIMEOUT_S / 30, "rank 1 (node-1)")
 
 
 def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
     result = sf.worker_cannot_start(tmp_path)
-    out = result["out"]
-    assert result["seconds"] is not None, out[-4000:]
-    print(
-        f"\n[worker cannot start] detected {result['seconds']:.1f} s after the worker exited (engine's own gloo "
-        f"timeout: {sf.GLOO_TIMEOUT_S} s, ratio {result['seconds'] / sf.GLOO_TIMEOUT_S:.4f})"
-    )
-    assert result["rc"] != 0
-    # Found within a minute of the exit, where the engine itself waits 1801 s; the figure itself is a benchmark's
-    # (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
-    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30
-    assert "rank 1 (node-1) failed first" in out
+    out = assert_found_and_stopped(result, "worker cannot start", sf.GLOO_TIMEOUT_S / 30, "rank 1 (node-1)")
     assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
-    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
 
 
 # The stalls: a rank alive but unable to talk. Each fault comes mid-start and must be found within 30 s, blaming the
 # right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on Sparks).
 STALLS = {
-    "link-down": (sf.link_down_during_start, "rank 1 (node-1) failed first", "fast link enp1s0f1np1 is down"),
+    "link-down": (sf.link_down_during_start, "rank 1 (node-1)", "fast link enp1s0f1np1 is down"),
     "mtu-1500": (
         sf.mtu_lowered_during_start,
-        "rank 1 (node-1) failed first",
+        "rank 1 (node-1)",
         "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000",
     ),
     "master-port-dropped": (
         sf.master_port_dropped_during_start,
-        "rank 0 (node-0) failed first",
+        "rank 0 (node-0)",
         "master port 10.253.{}.10:29501 does not accept connections from node-1",
     ),
 }
@@ -287,17 +283,7 @@ STALLS = {
 def test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node(deployed, fault):
     scenario, blamed, reason = STALLS[fault]
     result = scenario()
-    out = result["out"]
-    assert result["seconds"] is not None, out[-4000:]
-    print(
-        f"\n[{fault} mid-start] detected {result['seconds']:.1f} s after the fault (engine's own timeout here "
-        f"{sf.TESTBED_TIMEOUT_S} s, ratio {result['seconds'] / sf.TESTBED_TIMEOUT_S:.3f}; "
-        f"vs 601 s {result['seconds'] / sf.NCCL_TIMEOUT_S:.3f})"
-    )
-    assert result["rc"] != 0
-    assert result["seconds"] < 30, out[-4000:]
-    assert blamed in out and reason.format(16 * int(sf.INSTANCE) + 1) in out, out[-4000:]
-    assert "compiling/capturing" not in out.split("DETECTED")[0].split("staged start")[-1], (
-        "a stage the logs never showed"
-    )
-    assert result["running"] == [] and result["cache_intact"] and result["worker_logs"]
+    out = assert_found_and_stopped(result, f"{fault} mid-start", 30, blamed, sf.TESTBED_TIMEOUT_S)
+    assert reason.format(16 * int(sf.INSTANCE) + 1) in out, out[-4000:]
+    before_detection = out.split("DETECTED")[0].split("staged start")[-1]
+    assert "compiling/capturing" not in before_detection, "a stage the logs never showed"
