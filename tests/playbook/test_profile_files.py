@@ -55,3 +55,22 @@ def test_undefined_jinja_names_the_field_it_sits_in(tmp_path):
     out = validate(tmp_path, inventory)
     assert "spark_serve_profile_overrides.engine.max_num_seqs" in out and "seqs_nobody_defined" in out, out
     assert "spark_serve_profile_overrides.env.X" in out and "nor_this" in out, out
+
+
+@pytest.mark.parametrize(
+    ("playbook", "node_play"),
+    [
+        ("playbooks/status.yml", "Report the state of every vLLM rank"),
+        ("playbooks/diagnose.yml", "Diagnose"),
+        ("playbooks/benchmark.yml", "Benchmark"),
+    ],
+)
+def test_every_entry_playbook_resolves_the_profile_with_the_inventorys_overrides(tmp_path, playbook, node_play):
+    """One profile play for all: a bad override stops status, diagnose and benchmark on the controller, named,
+    before their plays reach a node."""
+    inventory = local_inventory(tmp_path, "single", {"engine": {"max_num_seqs": "{{ seqs_nobody_defined }}"}})
+    rc, out = run([str(BIN / "ansible-playbook"), playbook, "-i", str(inventory)])
+    assert rc != 0, out
+    assert "spark_serve_profile_overrides.engine.max_num_seqs" in out and "seqs_nobody_defined" in out, out
+    assert f"PLAY [{node_play}" not in out, out
+    assert "Traceback" not in out, out
