@@ -6,6 +6,7 @@ On the served test-bed pair (run `make demo` first), with the real vLLM CPU engi
   (b) wrong master address                            seconds for the whole run that refuses it (nothing starts)
   (d) worker killed after ready (/health still 200)   seconds from the kill to status.yml's report
   (i) the same under the head's watchdog               seconds from the kill until clients see /health fail
+  (j) the same with auto_restart                       seconds from the kill until a chat answers again
   (f) worker's fast link set down mid-start            seconds from the fault to DETECTED
   (g) MTU lowered to 1500 on one end mid-start         seconds from the fault to DETECTED
   (h) head's master port dropped by a firewall rule    seconds from the fault to DETECTED
@@ -25,6 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.testbed import service_faults as sf
 
 
+def serving_again_under_the_watchdog():
+    """The watchdog's automatic restart (the testbed profile sets auto_restart): seconds from the kill until a chat
+    answers again, the figure to compare with a fresh start's load."""
+    result = sf.kill_worker_under_the_watchdog()
+    return dict(result, seconds=result["serving_again_s"])
+
+
 def main():
     sf.ensure_serving()
     noop = sf.noop_rerun()
@@ -36,6 +44,7 @@ def main():
             ("(b) wrong master address, refused before the start", sf.wrong_master_address),
             ("(d) worker killed after ready", sf.kill_worker_after_ready),
             ("(i) worker killed after ready, watchdog: /health fails", sf.kill_worker_under_the_watchdog),
+            ("(j) the same, auto_restart: a chat answers again", serving_again_under_the_watchdog),
             ("(f) worker's fast link down mid-start", sf.link_down_during_start),
             ("(g) MTU 1500 on one end mid-start", sf.mtu_lowered_during_start),
             ("(h) head's master port dropped mid-start", sf.master_port_dropped_during_start),

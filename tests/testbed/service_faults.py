@@ -272,11 +272,34 @@ def watchdog_timer_standin(interval_s=10, runs=30):
     return f"kill {out.strip()}; true"
 
 
-def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60):
+def watchdog_events():
+    _, out = node_exec(0, f"cat {WATCHDOG_EVENTS} 2>/dev/null")
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def wait_for_the_watchdog(auto_restart, timeout_s):
+    """Until the watchdog has finished acting: the head stopped after its event line (SIGTERM, up to 10 s), or,
+    with auto_restart, the restart's own event (ready or failed) after a whole load."""
+    deadline = time.monotonic() + timeout_s
+    for _ in range(int(timeout_s)):
+        events = [e["event"] for e in watchdog_events()]
+        if auto_restart and any(e.startswith("auto-restart") for e in events):
+            return
+        if not auto_restart and events and not engine_containers(0):
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    raise AssertionError(f"the watchdog did not finish acting within {timeout_s} s: {watchdog_events()}")
+
+
+def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60, restart_timeout_s=600):
     """(i) The worker dies after ready while the head's watchdog runs: /health right after the kill, what
-    while_dead() returns (run at once, e.g. status.yml), and the seconds from the kill until clients see /health
-    fail, without anyone running a playbook."""
+    while_dead() returns (run at once, e.g. status.yml), the seconds from the kill until clients see /health fail,
+    without anyone running a playbook, and with the profile's auto_restart the seconds until a chat answers again."""
     node_exec(0, f"rm -f {WATCHDOG_EVENTS} {WATCHDOG_STATE}")
+    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
+    auto_restart = json.loads(config)["auto_restart"]
     stop = watchdog_timer_standin()
     try:
         # Its first look (a generation on the healthy service) writes the state file.
@@ -292,20 +315,20 @@ def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60):
                 seconds = time.monotonic() - killed
                 break
             time.sleep(0.5)
-        # The event line comes first, then the stop (SIGTERM, up to 10 s): wait for both before the stand-in goes.
-        node_exec(
-            0,
-            f"for i in $(seq 150); do test -s {WATCHDOG_EVENTS} && ! docker ps -q --filter name=spark-serve-rank0 "
-            "| grep -q . && exit 0; sleep 0.2; done; exit 1",
-        )
+        wait_for_the_watchdog(auto_restart, restart_timeout_s)
+        serving_again_s = None
+        if auto_restart and health() == 200:
+            with post("/v1/chat/completions", chat("back?", max_tokens=2)) as response:
+                serving_again_s = time.monotonic() - killed if json.load(response)["choices"] else None
     finally:
         node_exec(0, stop)
-    _, events = node_exec(0, f"cat {WATCHDOG_EVENTS}")
     return {
         "seconds": seconds,
+        "serving_again_s": serving_again_s,
+        "auto_restart": auto_restart,
         "health_after_kill": health_after_kill,
         "while_dead": during,
-        "events": [json.loads(line) for line in events.splitlines() if line.startswith("{")],
+        "events": watchdog_events(),
         "running": engine_containers(0) + engine_containers(1),
         "rc": 0,
         "engine_timeout_s": None,

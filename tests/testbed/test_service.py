@@ -8,6 +8,7 @@ running, so they need no redeploy between them), and the last test serves again.
 """
 
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -58,6 +59,35 @@ def test_pair_serves_streaming_chat_and_prefix_cache_hits(serving):
 def test_warmup_covered_a_long_prompt_and_a_tool_call(deployed):
     for name in ("short-chat", "long-prompt", "tool-call"):
         assert f"(item={name})" in deployed, f"warm-up request {name} was not sent"
+
+
+def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto_restarted(deployed):
+    """(d) vLLM's /health stays 200 with a dead worker: status.yml must say so at once, the head's watchdog must make
+    the service visibly unhealthy (the head stopped, /health failing) without anyone running a playbook, and with
+    the profile's auto_restart (the testbed profile sets it) serve again within one load time. The no-op rerun test
+    that follows then proves that an auto-restarted pair is what the profile renders: nothing restarts."""
+    sf.ensure_serving()
+    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
+    assert json.loads(config)["armed"] is True and json.loads(config)["auto_restart"] is True, config
+    load_s = int(re.search(r"\[vllm\]\s+(\d+) s  ready:", deployed).group(1))
+    result = sf.kill_worker_under_the_watchdog(while_dead=lambda: playbook("playbooks/status.yml"))
+    rc, out = result["while_dead"]
+    unhealthy, restarted = result["events"]
+    print(
+        f"\n[dead worker after ready] /health right after the kill: {result['health_after_kill']}; status.yml "
+        f"reported it; the watchdog made /health fail {result['seconds']:.1f} s after the kill (no playbook run); "
+        f"auto-restart took {restarted.get('seconds')} s (a fresh start's load: {load_s} s), a chat answered "
+        f"{result['serving_again_s']:.1f} s after the kill"
+    )
+    assert result["health_after_kill"] == 200, "vLLM's /health still says 200 with a dead worker (the point)"
+    assert rc != 0 and "node-1 (rank 1): exited" in out and "site.yml --tags deploy" in out, out[-3000:]
+    assert result["seconds"] is not None and result["seconds"] < 15, result
+    assert unhealthy["event"] == "service unhealthy", unhealthy
+    assert unhealthy["action"].startswith("stopping spark-serve-rank0") and unhealthy["recover"] == "auto-restart"
+    assert any("generation failed" in problem for problem in unhealthy["problems"]), unhealthy
+    assert restarted["event"] == "auto-restart ready", restarted
+    assert restarted["seconds"] < load_s + 30, "one load, plus the stops and a generation"
+    assert result["serving_again_s"] is not None and len(result["running"]) == 2, result
 
 
 def test_rerun_with_nothing_changed_restarts_nothing(serving):
@@ -209,26 +239,6 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     assert env_file.split() == ["600", "root"], env_file
     rc, out = sf.deploy()  # back to the profile without a key, for whatever runs next
     assert rc == 0, out[-6000:]
-
-
-def test_a_dead_worker_after_ready_is_reported_and_the_watchdog_makes_it_visible_within_15_s(serving):
-    """(d) vLLM's /health stays 200 with a dead worker: status.yml must say so at once, and the head's watchdog must
-    make the service visibly unhealthy (the head stopped, /health failing) without anyone running a playbook."""
-    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
-    assert json.loads(config)["armed"] is True, config
-    result = sf.kill_worker_under_the_watchdog(while_dead=lambda: playbook("playbooks/status.yml"))
-    rc, out = result["while_dead"]
-    print(
-        f"\n[dead worker after ready] /health right after the kill: {result['health_after_kill']}; status.yml "
-        f"reported it; the watchdog made /health fail {result['seconds']:.1f} s after the kill (no playbook run)"
-    )
-    assert result["health_after_kill"] == 200, "vLLM's /health still says 200 with a dead worker (the point)"
-    assert rc != 0 and "node-1 (rank 1): exited" in out and "site.yml --tags deploy" in out, out[-3000:]
-    assert result["seconds"] is not None and result["seconds"] < 15, result
-    (event,) = result["events"]
-    assert event["event"] == "service unhealthy" and event["action"].startswith("stopping spark-serve-rank0"), event
-    assert any("generation failed" in problem for problem in event["problems"]), event
-    assert result["running"] == [], "the head was stopped; the killed worker stays down"
 
 
 def assert_found_and_stopped(result, label, bound_s, blamed, engine_timeout_s=sf.GLOO_TIMEOUT_S):

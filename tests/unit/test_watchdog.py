@@ -22,6 +22,10 @@ def endpoint():
     state = {"status": 200, "auth": []}
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
             state["auth"].append(self.headers.get("Authorization"))
@@ -44,12 +48,25 @@ def endpoint():
 
 @pytest.fixture()
 def node(monkeypatch):
-    """The head node's commands: `answers` decides docker inspect and ping; `calls` lists every argv."""
-    answers = {"head": "running 2026-12-02T03:00:00Z", "unreachable": set()}
+    """The head node's commands: `answers` decides docker inspect, ping and each worker command over SSH (`peer`);
+    `on_up` runs when the head's compose project comes up; `calls` lists every argv."""
+    answers = {
+        "head": "running 2026-12-02T03:00:00Z",
+        "unreachable": set(),
+        "peer": {"stop": (0, ""), "start": (0, ""), "state": (0, "running")},
+        "on_up": lambda: None,
+    }
     calls = []
 
     def run(argv, timeout=30):
         calls.append(argv)
+        if argv[0] == "ssh":
+            return answers["peer"][argv[-1]]
+        if argv[:2] == ["docker", "compose"]:
+            answers["head"] = "running 2026-12-02T04:00:00Z" if "up" in argv else None
+            if "up" in argv:
+                answers["on_up"]()
+            return 0, ""
         if argv[:2] == ["docker", "inspect"]:
             return (0, answers["head"]) if answers["head"] else (1, "Error: No such object")
         if argv[0] == "ping":
@@ -139,3 +156,75 @@ def test_main_reads_the_config_file_and_exits_1_on_a_problem(tmp_path, node, end
     path.write_text(json.dumps(config(tmp_path, endpoint["port"])))
     assert watchdog.main(["watchdog", str(path)]) == 1
     assert watchdog.main(["watchdog"]) == 2
+
+
+def restart_config(tmp_path, port, **extra):
+    return config(
+        tmp_path,
+        port,
+        auto_restart=True,
+        auto_restart_max=1,
+        load_timeout_s=30,
+        project="spark-serve",
+        compose_dir="/etc/spark-serve",
+        key_file="/var/lib/spark-serve/watchdog/id_ed25519",
+        known_hosts="/var/lib/spark-serve/watchdog/known_hosts",
+        **extra,
+    )
+
+
+def actions(calls):
+    """The restart's steps in order: worker commands over SSH and the head's compose verbs."""
+    verb = {True: "up", False: "down"}
+    return [c[-1] if c[0] == "ssh" else verb["up" in c] if c[1] == "compose" else c[1] for c in calls]
+
+
+def test_auto_restart_restarts_in_the_deploys_order_and_rearms(tmp_path, node, endpoint):
+    answers, calls = node
+    endpoint["status"] = 500
+    answers["on_up"] = lambda: endpoint.update(status=200)
+    cfg = restart_config(tmp_path, endpoint["port"])
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"]
+    steps = [a for a in actions(calls) if a in ("stop", "down", "start", "up")]
+    assert steps == ["stop", "stop", "down", "start", "up"], "head stopped, workers stopped, head down, workers, head"
+    assert next(c for c in calls if c[0] == "ssh")[-2] == "root@10.0.0.2"
+    unhealthy, ready = events(tmp_path)
+    assert unhealthy["recover"] == "auto-restart" and ready["event"] == "auto-restart ready"
+    assert ready["restart"] == 1 and ready["seconds"] >= 0
+    calls.clear()
+    assert watchdog.look(cfg) == [] and not [c for c in calls if c[:2] == ["docker", "stop"]], "armed again"
+
+
+def test_a_failed_auto_restart_leaves_every_rank_stopped(tmp_path, node, endpoint):
+    answers, calls = node
+    endpoint["status"] = 500
+    answers["peer"]["state"] = (0, "exited")
+    assert watchdog.look(restart_config(tmp_path, endpoint["port"])) == ["a generation failed with HTTP 500"]
+    failed = events(tmp_path)[-1]
+    assert failed["event"] == "auto-restart failed" and failed["action"] == "every rank stopped"
+    assert failed["problem"] == "a rank stopped while the service loaded: node-1"
+    assert actions(calls)[-2:] == ["stop", "down"] and answers["head"] is None, "stopped again after the failure"
+    calls.clear()
+    assert watchdog.look(restart_config(tmp_path, endpoint["port"])) == [] and calls == [], "acts once"
+
+
+def test_auto_restart_stops_after_its_maximum_until_the_next_deploy(tmp_path, node, endpoint):
+    answers, _ = node
+    endpoint["status"] = 500
+    answers["on_up"] = lambda: endpoint.update(status=200)
+    cfg = restart_config(tmp_path, endpoint["port"])
+    watchdog.look(cfg)
+    endpoint["status"] = 500
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"]
+    last = events(tmp_path)[-1]
+    assert last["event"] == "service unhealthy" and last["recover"] == "ansible-playbook site.yml --tags deploy"
+
+
+def test_a_worker_that_cannot_be_restarted_is_named(tmp_path, node, endpoint):
+    answers, _ = node
+    endpoint["status"] = 500
+    answers["peer"]["start"] = (255, "ssh: connect to host 10.0.0.2 port 22: No route to host")
+    watchdog.look(restart_config(tmp_path, endpoint["port"]))
+    assert events(tmp_path)[-1]["problem"] == (
+        "could not restart: node-1: ssh: connect to host 10.0.0.2 port 22: No route to host"
+    )

@@ -6,8 +6,11 @@ Each run checks the head's engine container, DF-pings every worker over the fast
 longer interval, sends one tiny generation: /health stays 200 with a dead worker or a wedged scheduler, and only a
 generation needs every rank (each forward pass runs on all of them). On a problem it makes the service visibly
 unhealthy by stopping the head (its /health then fails for clients and load balancers), prints one event line (the
-journal keeps it) and appends it to the node's record folder. It acts once: the role resets its state after the next
-start, and disarms it while a start runs. Standard library only.
+journal keeps it) and appends it to the node's record folder. With the profile's `auto_restart`, it then restarts
+the whole service in the deploy's order: every rank stopped, the workers started (over SSH with a key that may only
+run the node's spark-serve-rank-control), then the head; the service must answer a generation within the load time,
+else every rank is stopped again. It acts once per fault and restarts at most `auto_restart_max` times between two
+deploys: the role resets its state after the next start, and disarms it while a start runs. Standard library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
 """
@@ -100,7 +103,7 @@ def record(config, event):
         log.write(line + "\n")
 
 
-def trip(config, started_at, problems):
+def trip(config, started_at, problems, recover):
     """Record why, then stop the head so that clients see the service down (the reason is kept even if the stop
     hangs)."""
     record(
@@ -110,12 +113,103 @@ def trip(config, started_at, problems):
             "problems": problems,
             "action": f"stopping {config['container']} so that /health fails",
             "head_started_at": started_at,
-            "recover": "ansible-playbook site.yml --tags deploy",
+            "recover": recover,
         },
     )
     rc, out = run(["docker", "stop", "--time", "10", config["container"]], timeout=60)
     if rc != 0:
         record(config, {"event": "stop failed", "container": config["container"], "detail": out})
+
+
+def peer_command(config, peer, command, timeout=120):
+    """Run one of the worker's allowed commands (stop, start, state): the key's forced command picks the action."""
+    return run(
+        [
+            "ssh",
+            "-i",
+            config["key_file"],
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            f"UserKnownHostsFile={config['known_hosts']}",
+            f"root@{peer['address']}",
+            command,
+        ],
+        timeout=timeout,
+    )
+
+
+def head_compose(config, *args):
+    project = ["docker", "compose", "-p", config["project"], "--project-directory", config["compose_dir"]]
+    return run(project + list(args), timeout=300)
+
+
+def health(config):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{config['port']}/health", timeout=5) as response:
+            return response.status
+    except (OSError, ValueError):
+        return None
+
+
+def on_every_worker(config, command):
+    """Run `command` on every worker; the failures, each naming its worker."""
+    answers = {peer["host"]: peer_command(config, peer, command) for peer in config["peers"]}
+    return [f"{host}: {out}" for host, (rc, out) in answers.items() if rc != 0]
+
+
+def stop_all(config):
+    """Every rank stopped and removed (SIGTERM, then 10 s): a rank restarted alone could not rejoin the others."""
+    failures = on_every_worker(config, "stop")
+    rc, out = head_compose(config, "down", "--timeout", "10", "--remove-orphans")
+    return failures + ([f"head: {out}"] if rc != 0 else [])
+
+
+def restart_problem(config):
+    """The deploy's staged order, all ranks at once: None once a generation answers within load_timeout_s."""
+    failures = stop_all(config)
+    failures += on_every_worker(config, "start")
+    if failures:
+        return "could not restart: " + "; ".join(failures)
+    rc, out = head_compose(config, "up", "-d")
+    if rc != 0:
+        return f"head did not start: {out}"
+    began = time.monotonic()
+    while time.monotonic() - began < config["load_timeout_s"]:
+        dead = [p["host"] for p in config["peers"] if peer_command(config, p, "state", timeout=30)[1] != "running"]
+        if head_started_at(config) is None or dead:
+            return f"a rank stopped while the service loaded: {', '.join(dead) or 'the head'}"
+        if health(config) == 200:
+            return generation_problem(config)
+        time.sleep(2)
+    return f"not ready within {config['load_timeout_s']} s"
+
+
+def auto_restart(config, state):
+    """Restart the service after a trip; on failure every rank stays stopped, a stated clean state."""
+    state["restarts"] = state.get("restarts", 0) + 1
+    began = time.monotonic()
+    problem = restart_problem(config)
+    seconds = round(time.monotonic() - began, 1)
+    if problem is None:
+        record(config, {"event": "auto-restart ready", "seconds": seconds, "restart": state["restarts"]})
+        state.update(tripped=False, generated_at=time.time())
+        return
+    record(
+        config,
+        {
+            "event": "auto-restart failed",
+            "problem": problem,
+            "seconds": seconds,
+            "action": "every rank stopped",
+            "recover": "ansible-playbook site.yml --tags deploy",
+        },
+    )
+    stop_all(config)
 
 
 def look(config):
@@ -134,8 +228,12 @@ def look(config):
         problem = generation_problem(config)
         problems += [problem] if problem else []
     if problems:
-        trip(config, started_at, problems)
+        restart = bool(config.get("auto_restart")) and state.get("restarts", 0) < config.get("auto_restart_max", 0)
+        trip(config, started_at, problems, "auto-restart" if restart else "ansible-playbook site.yml --tags deploy")
         state["tripped"] = True
+        save_state(config["state_file"], state)  # acted on, even if the restart below is cut short
+        if restart:
+            auto_restart(config, state)
     save_state(config["state_file"], state)
     return problems
 
