@@ -1,6 +1,8 @@
 """Action plugin: staged start of a multi-node vLLM service, watching every rank at once.
 
-Runs on the controller and reaches each node over the same SSH path Ansible uses. Order: clean stale
+Runs on the controller and reaches each node through Ansible's own connection plugin for that host, with the host's
+inventory settings (ansible_host, user, port, key, ssh args) and the task's become, as a task on the node would;
+the ssh plugin's ControlPersist keeps each look at a rank to one multiplexed round trip. Order: clean stale
 containers on every node at once, start the workers together, then the head; then watch container state,
 log lines and the head's /health together, printing progress, and fail within seconds of any rank dying
 instead of waiting out the engine's own collective timeout. On failure every rank is stopped (SIGTERM first,
@@ -13,14 +15,13 @@ import concurrent.futures
 import os
 import re
 import shlex
-import shutil
-import subprocess
-import tempfile
 import time
 
 import ansible.module_utils
 from ansible import constants as C
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -50,7 +51,6 @@ ARGUMENT_SPEC = dict(
         options=dict(
             host=dict(type="str", required=True),
             rank=dict(type="int", required=True),
-            ssh=dict(type="list", elements="str", required=True),
             container=dict(type="str", required=True),
             address=dict(type="str"),
             netdev=dict(type="str"),
@@ -73,19 +73,11 @@ ARGUMENT_SPEC = dict(
 
 
 class Rank:
-    def __init__(self, spec, project, compose_dir, control_dir):
+    def __init__(self, spec, project, compose_dir, action, task_vars):
         self.host = spec["host"]
         self.rank = int(spec["rank"])
-        # One multiplexed SSH connection per node: a look at every rank costs milliseconds, not a handshake each.
-        self.ssh = [
-            spec["ssh"][0],
-            "-o",
-            "ControlMaster=auto",
-            "-o",
-            f"ControlPath={control_dir}/%C",
-            "-o",
-            "ControlPersist=120",
-        ] + list(spec["ssh"][1:])
+        self.action, self.task_vars = action, task_vars  # the node's connection is made at its first command
+        self.connection = None
         self.container = spec["container"]
         self.address, self.netdev = spec.get("address"), spec.get("netdev")
         self.compose = f"docker compose -p {shlex.quote(project)} --project-directory {shlex.quote(compose_dir)}"
@@ -99,11 +91,18 @@ class Rank:
         return f"rank {self.rank} ({self.host})"
 
     def run(self, command, timeout=60):
+        """(rc, stdout, stderr) of `command` on the node, with become as the task has it; `timeout` (coreutils, on
+        the node) bounds it: rc 124 when it fired."""
+        self.connection = self.connection or self.action.node(self.host, self.task_vars)
+        command = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
+        if self.connection.become:
+            command = self.connection.become.build_become_command(command, self.connection._shell)
         try:
-            proc = subprocess.run(self.ssh + [command], capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return 124, "", f"timed out after {timeout}s: {command}"
-        return proc.returncode, proc.stdout, proc.stderr
+            rc, out, err = self.connection.exec_command(command, sudoable=True)
+        except AnsibleConnectionFailure as error:
+            return 255, "", str(error)
+        out = self.action._strip_success_message(to_text(out, errors="surrogate_or_replace"))
+        return rc, out, to_text(err, errors="surrogate_or_replace")
 
     def observe(self, health_port=None, tail=400):
         """(state, exit code, health, link, last log lines) in one round trip: state None when there is no
@@ -170,8 +169,8 @@ class Rank:
         return (out + err).splitlines()
 
     def close(self):
-        """End the multiplexed connection (its socket lives in a directory the caller removes)."""
-        subprocess.run(self.ssh[:-1] + ["-O", "exit", self.ssh[-1]], capture_output=True, timeout=15)
+        if self.connection:
+            self.connection.close()
 
     def down(self):
         # compose stop sends SIGTERM to the engine, waits 10 s, then kills: never a bare SIGKILL first.
@@ -191,9 +190,8 @@ class ActionModule(ActionBase):
         if self._play_context.check_mode:
             result.update(changed=True, msg="check mode: the service would be (re)started in stages")
             return result
-        control_dir = tempfile.mkdtemp(prefix="spark-serve-ssh-")
         ranks = sorted(
-            (Rank(spec, args["project"], args["compose_dir"], control_dir) for spec in args["ranks"]),
+            (Rank(spec, args["project"], args["compose_dir"], self, task_vars) for spec in args["ranks"]),
             key=lambda r: r.rank,
         )
         try:
@@ -201,7 +199,34 @@ class ActionModule(ActionBase):
         finally:
             for rank in ranks:
                 rank.close()
-            shutil.rmtree(control_dir, ignore_errors=True)
+
+    def node(self, host, task_vars):
+        """The connection a task on `host` would get: its connection plugin, set from the host's variables, and the
+        task's become (or the host's ansible_become*). No tty: stdout and stderr stay apart (sudo reads a become
+        password on stdin)."""
+        variables = task_vars["hostvars"][host]
+        templar = self._templar.copy_with_new_env(available_variables=variables)
+        name = templar.template(variables.get("ansible_connection", C.DEFAULT_TRANSPORT))
+        play_context = self._play_context.copy()
+        play_context.remote_addr = templar.template(variables.get("ansible_host", host))
+        connection = self._shared_loader_obj.connection_loader.get("ssh" if name == "smart" else name, play_context)
+        if connection is None:
+            raise AnsibleActionFail(f"{host}: the connection plugin {name!r} was not found")
+        task_keys = dict(self._task.dump_attrs(), timeout=self._play_context.timeout)
+        task_keys.pop("retries", None)
+        options = connection._resolve_option_variables(variables, templar)
+        connection.set_options(task_keys=task_keys, var_options=options, direct={"use_tty": False})
+        if boolean(templar.template(variables.get("ansible_become", self._task.become))):
+            method = templar.template(
+                variables.get("ansible_become_method", self._task.become_method or C.DEFAULT_BECOME_METHOD)
+            )
+            become = self._shared_loader_obj.become_loader.get(method)
+            names = C.config.get_plugin_vars("become", method)
+            become.set_options(
+                task_keys=task_keys, var_options={n: templar.template(variables[n]) for n in names if n in variables}
+            )
+            connection.set_become_plugin(become)
+        return connection
 
     def start(self, result, ranks, args):
         port, poll_s, log_dir = args["port"], args["poll_s"], args["log_dir"]

@@ -6,7 +6,9 @@ DOCUMENTATION = r"""
 module: vllm_staged_start
 short_description: Start a multi-node vLLM service in stages and fail fast on a dead rank
 description:
-  - Runs on the controller. Removes this service's stale containers on every node and any other container that
+  - Runs on the controller and reaches every node through Ansible's own connection plugin for that host, with the
+    host's inventory settings and the task's C(become), as a task on the node would.
+  - Removes this service's stale containers on every node and any other container that
     holds the head's API or rendezvous port (named in the output); refuses a port a process outside any container
     holds. Then starts the headless workers, then the head, and watches every rank at once (container state,
     failure lines in the log such as C(WorkerProc failed to start), C(DistStoreError), tracebacks, and the head's
@@ -36,11 +38,6 @@ options:
       rank:
         description: The node's rank; 0 is the head.
         type: int
-        required: true
-      ssh:
-        description: Argv prefix that runs a command on the node (C([ssh, root@spark-a])).
-        type: list
-        elements: str
         required: true
       container:
         description: Name of the rank's container.
@@ -116,9 +113,9 @@ EXAMPLES = r"""
 - name: Start every rank in stages
   vllm_staged_start:
     ranks:
-      - {host: spark-a, rank: 0, ssh: [ssh, root@spark-a], container: spark-serve-rank0,
+      - {host: spark-a, rank: 0, container: spark-serve-rank0,
          address: 192.168.100.10, netdev: enp1s0f1np1}
-      - {host: spark-b, rank: 1, ssh: [ssh, root@spark-b], container: spark-serve-rank1,
+      - {host: spark-b, rank: 1, container: spark-serve-rank1,
          address: 192.168.100.11, netdev: enp1s0f1np1}
     compose_dir: /etc/spark-serve
     mtu: 9000

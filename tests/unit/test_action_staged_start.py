@@ -73,7 +73,7 @@ def nodes(monkeypatch):
 
 
 def spec(host, rank):
-    return {"host": host, "rank": rank, "ssh": ["ssh", f"root@{host}"], "container": f"spark-serve-rank{rank}"}
+    return {"host": host, "rank": rank, "container": f"spark-serve-rank{rank}"}
 
 
 def action(args, check_mode=False):
@@ -146,7 +146,7 @@ def test_check_mode_runs_nothing_but_still_validates_the_arguments(nodes, tmp_pa
     with pytest.raises(AnsibleActionFail, match="backend"):
         action(pair_args(tmp_path, backend="mpi"), check_mode=True).run(task_vars={})
     with pytest.raises(AnsibleActionFail, match="container"):
-        action(dict(pair_args(tmp_path), ranks=[{"host": "a", "rank": 0, "ssh": ["ssh"]}])).run(task_vars={})
+        action(dict(pair_args(tmp_path), ranks=[{"host": "a", "rank": 0}])).run(task_vars={})
 
 
 def test_the_module_stub_says_it_runs_as_an_action_plugin():
@@ -255,3 +255,52 @@ def test_a_refused_master_port_is_no_fault_by_itself(nodes, tmp_path):
     result = action(fabric_args()).run(task_vars={})
     assert result["ready"] is True and "failed" not in result, result.get("msg")
     assert cluster["spark-b"].probes == ["ping", "port"]
+
+
+def real_action(become=False):
+    """An action whose connections come from Ansible's own loaders, as ansible-playbook builds them."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.playbook.play_context import PlayContext
+    from ansible.playbook.task import Task
+    from ansible.plugins import loader as plugin_loader
+    from ansible.template import Templar
+
+    task = Task()
+    task.become = become
+    loaders = mock.MagicMock(
+        connection_loader=plugin_loader.connection_loader, become_loader=plugin_loader.become_loader
+    )
+    loader = DataLoader()
+    return vllm_staged_start.ActionModule(
+        task, mock.MagicMock(), PlayContext(), loader=loader, templar=Templar(loader), shared_loader_obj=loaders
+    )
+
+
+def test_each_rank_runs_through_ansibles_connection_plugin_with_the_hosts_variables(tmp_path):
+    """Rank.run uses the connection a task on that host would get (here ansible_connection=local, templated from
+    the host's own variables): stdout and stderr apart, the exit code, and a node-side timeout."""
+    from ansible.template import trust_as_template  # inventory values are trusted templates in a real run
+
+    hostvars = {
+        "node-x": {"spark_transport": "local", "ansible_connection": trust_as_template("{{ spark_transport }}")}
+    }
+    rank = vllm_staged_start.Rank(spec("node-x", 1), "p", "/d", real_action(), {"hostvars": hostvars})
+    assert rank.run("echo out; echo err >&2; exit 3") == (3, "out\n", "err\n")
+    assert rank.run("sleep 5", timeout=1)[0] == 124
+    assert type(rank.connection).__name__ == "Connection" and rank.connection._load_name.endswith("local")
+    rank.close()
+
+
+def test_each_rank_runs_with_the_tasks_become_through_the_become_plugin(tmp_path):
+    """become: true on the task wraps every command in the become plugin (sudo here, with a stand-in sudo that
+    logs its arguments), and Ansible's success marker never reaches the parsed output."""
+    log = tmp_path / "sudo.log"
+    sudo = tmp_path / "sudo"
+    sudo.write_text(
+        f'#!/bin/sh\necho "$@" >> {log}\nwhile [ $# -gt 0 ] && [ "$1" != -c ]; do shift; done\nexec sh "$@"\n'
+    )
+    sudo.chmod(0o755)
+    hostvars = {"node-x": {"ansible_connection": "local", "ansible_become_exe": str(sudo)}}
+    rank = vllm_staged_start.Rank(spec("node-x", 1), "p", "/d", real_action(become=True), {"hostvars": hostvars})
+    assert rank.run("echo inside") == (0, "inside\n", "")
+    assert "-u root" in log.read_text() and "echo inside" in log.read_text()
