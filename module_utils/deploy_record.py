@@ -67,7 +67,13 @@ def markdown(record):
         f"# Deployment {record['id']}",
         "",
         f"- status: **{record['status']}**" + (f" ({record['reason']})" if record.get("reason") else ""),
-        f"- kind: {record['kind']}" + (f", restoring {record['restores']}" if record.get("restores") else ""),
+        f"- kind: {record['kind']}"
+        + (f", restoring {record['restores']}" if record.get("restores") else "")
+        + (
+            ", gated without a restart (an earlier run started it and ended before the gate)"
+            if record.get("restarted") is False
+            else ""
+        ),
         f"- inventory: {record['inventory']}, profile: {record['profile_name']}",
         f"- engine: vLLM {record['engine_version']}, image {record['image']['ref']}"
         + (f" (id {record['image']['id']})" if record["image"].get("id") else ""),

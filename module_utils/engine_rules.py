@@ -345,7 +345,7 @@ def render_value(spec, value):
                 return [], f"is not valid JSON ({err})"
         if not isinstance(value, dict):
             return [], "must be a mapping (JSON object)"
-        return [option, json.dumps(value, separators=(",", ":"))], None
+        return [option, json.dumps(value, separators=(",", ":"), sort_keys=True)], None
     if kind == "list":
         items = value if isinstance(value, list) else [value]
         bad = [v for v in items if not isinstance(v, (str, int, float)) or isinstance(v, bool)]
@@ -440,7 +440,9 @@ class Plan:
         renderer.argv = ["vllm", "serve", self.model_arg(model_config)]
         if p.get("revision"):
             renderer.add("revision", str(p["revision"]), "revision", trusted=True)
-        for key, value in engine.items():
+        # One canonical argv whatever the key order (a record's JSON has its keys sorted): a restored record and
+        # the profile it came from render the same argv, so the same config hash and no restart.
+        for key, value in sorted(engine.items()):
             renderer.add(key, value, f"engine.{key}")
         self.add_rank_args(renderer, nodes)
         renderer.add_raw(list(p.get("extra_args") or []), "extra_args")

@@ -1,12 +1,15 @@
 """Acceptance gate, deployment records and rollback on the served test-bed pair (real vLLM CPU engine)."""
 
 import json
+import os
+import signal
+import subprocess
 import time
 
 import pytest
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import ROOT, node_exec, playbook
+from tests.testbed.helpers import BIN, ENV_BASE, ROOT, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
@@ -116,3 +119,61 @@ def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it
     rc, out = playbook("playbooks/rollback.yml", timeout=1800)
     assert rc == 0 and sf.changed_count(out) == 0, out[-6000:]
     assert new_records(before + [failed, restored]) == []
+
+    # (7a) The restored record and the unchanged profile are one spec in one canonical form: site.yml restarts
+    # nothing (the record's JSON keeps its keys sorted; the argv and the config hash do not depend on it).
+    rerun = sf.noop_rerun()
+    print(f"\n[site.yml after rollback.yml] changed={rerun['changed']}, restarts={rerun['restarts']}")
+    assert rerun["rc"] == 0 and rerun["restarts"] == 0 and rerun["changed"] == 0, sf.recap(rerun["out"])
+    assert new_records(before + [failed, restored]) == [], "what runs already has its passed record"
+
+
+def interrupt_the_deploy_once_the_head_started(timeout_s=900):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the staged start watches the ranks:
+    the containers were started and keep loading. Returns the run's output."""
+    proc = subprocess.Popen(
+        [str(BIN / "ansible-playbook"), "-i", sf.PAIR, "site.yml", "--tags", "deploy"],
+        cwd=ROOT,
+        env=ENV_BASE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines, deadline, interrupted_at = [], time.monotonic() + timeout_s, None
+    for line in proc.stdout:
+        lines.append(line)
+        now = time.monotonic()
+        if interrupted_at is None and "[vllm]" in line and "rank 0 (node-0):" in line:
+            os.killpg(proc.pid, signal.SIGINT)
+            interrupted_at = now
+        if now > deadline or (interrupted_at and now - interrupted_at > 120):
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=120)
+    return "".join(lines)
+
+
+def test_a_deploy_cut_short_by_ctrl_c_is_gated_and_recorded_by_the_rerun_without_a_restart(released):
+    """(7b) A configuration that never passed the gate must not serve without a trace: the head keeps which record
+    belongs to the running ranks, and a rerun that restarts nothing gates what runs and records it."""
+    for index in range(2):
+        node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
+    before = records()
+    out = interrupt_the_deploy_once_the_head_started()
+    assert "acceptance" not in out and new_records(before) == [], "the run was cut short before the gate"
+    for _ in range(300):  # the ranks were started and keep loading without the playbook
+        if sf.health() == 200:
+            break
+        time.sleep(1)
+    assert sf.health() == 200 and len(sf.engine_containers(0) + sf.engine_containers(1)) == 2, out[-3000:]
+    rerun = sf.noop_rerun()
+    print(f"\n[rerun after Ctrl-C] {rerun['seconds']:.0f} s, restarts={rerun['restarts']}, gate ran")
+    assert rerun["rc"] == 0 and rerun["restarts"] == 0, rerun["out"][-6000:]
+    assert "acceptance PASSED" in rerun["out"], rerun["out"][-6000:]
+    (adopted,) = new_records(before)
+    assert (adopted["kind"], adopted["status"], adopted["restarted"]) == ("deploy", "passed", False), adopted
+    _, running = node_exec(0, "cat /var/lib/spark-serve/records/running.json")
+    running = json.loads(running)
+    assert running["record"] == adopted["id"] and running["status"] == "passed", running
+    assert running["config_hashes"] == [r["config_hash"] for r in adopted["ranks"]], running

@@ -76,3 +76,19 @@ def test_markdown_shows_status_image_overlays_ranks_and_gate_failures():
         "file list sha256 ef",
     ):
         assert expected in text, expected
+
+
+def test_markdown_says_when_the_gate_ran_on_a_service_an_earlier_run_started():
+    record = {
+        "id": "x",
+        "status": "passed",
+        "kind": "deploy",
+        "restarted": False,
+        "inventory": "pair",
+        "profile_name": "testbed",
+        "engine_version": "0.32.0",
+        "image": {"ref": "r"},
+        "model": {"id": "m", "revision": "7e57bed0"},
+    }
+    assert "kind: deploy, gated without a restart (an earlier run started it" in markdown(record)
+    assert "gated without a restart" not in markdown(dict(record, restarted=True))

@@ -319,3 +319,16 @@ def test_extra_args_are_typed_rendered_canonically_and_feed_the_block_prediction
     assert "--disable-prefix-caching" in result["argv"]
     assert result["block"]["enable_prefix_caching"] is False
     assert [(v["field"], v["rule"]) for v in result["violations"]] == [("extra_args[1]", "flag-type")]
+
+
+def test_argv_is_one_canonical_form_whatever_the_key_order():
+    """A record keeps its profile as JSON with sorted keys; restoring it must render the very argv the profile did
+    (same config hash, so no restart of a pair that already runs it)."""
+    prof = profile("pair")
+    reordered = copy.deepcopy(prof)
+    reordered["engine"] = dict(reversed(list(prof["engine"].items())))
+    spec = reordered["engine"].get("speculative_config")
+    assert isinstance(spec, dict) and len(spec) > 1, "the pair profile's speculative_config is a JSON mapping"
+    reordered["engine"]["speculative_config"] = dict(reversed(list(spec.items())))
+    assert list(reordered["engine"]) != list(prof["engine"])
+    assert plan(vllm_args_params(reordered))["argv"] == plan(vllm_args_params(prof))["argv"]
