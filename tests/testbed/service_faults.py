@@ -73,6 +73,15 @@ def deploy(*extra, inventory=PAIR, timeout=1800):
     return playbook("site.yml", inventory, "--tags", "deploy", *extra, timeout=timeout)
 
 
+def last_load_s():
+    """Seconds from start to ready of the pair's latest recorded start (its deployment record's ready_s)."""
+    records = sorted((ROOT / ".testbed" / INSTANCE / "spark-serve" / "records").glob("*.json"))
+    starts = [json.loads(path.read_text()) for path in records]
+    times = [r["ready_s"] for r in starts if r.get("inventory") == "testbed-pair" and r.get("ready_s")]
+    assert times, "no recorded start of the pair to compare with"
+    return float(times[-1])
+
+
 def ensure_serving():
     """Redeploy the unchanged profile unless the pair already serves (after a fault left it stopped)."""
     if health() == 200 and all(engine_containers(i) for i in range(2)):
