@@ -4,7 +4,7 @@ VENV := .venv
 ENGINE_VENV := .venv-engine
 PY := $(VENV)/bin/python
 
-.PHONY: install system engine lint test unit molecule bench catalogs docs demo testbed-down
+.PHONY: install system engine lint test tiers unit molecule bench catalogs docs demo testbed-down
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ unit: install
 
 # Everything: install, lint, unit, playbook and real-engine tiers.
 test: install system engine lint
+	$(MAKE) tiers
+
+# The test tiers alone (unit, playbook, engine, testbed), for a tree already installed and linted.
+tiers:
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(VENV)/bin/pytest -m "not molecule" --durations=40
 
 # Every Molecule scenario (converge, idempotence, verify) on the test bed: about 20 min, so not part of make test

@@ -68,7 +68,7 @@ def restore(testbed):
     """Put the pair back the way the test found it (converged, or fresh as after `testbed.py up`)."""
     was_converged = converged(pair_state())
     yield
-    if was_converged:
+    if was_converged and not converged(pair_state()):  # a test that left the link converged needs no run
         rc, out = playbook(CONVERGE)
         assert rc == 0, out[-3000:]
         assert converged(pair_state())
@@ -78,8 +78,9 @@ def restore(testbed):
 
 @pytest.fixture
 def converged_pair(restore):
-    rc, out = playbook(CONVERGE)
-    assert rc == 0, out[-3000:]
+    if not converged(pair_state()):
+        rc, out = playbook(CONVERGE)
+        assert rc == 0, out[-3000:]
     state = pair_state()
     assert converged(state), state
     return state
