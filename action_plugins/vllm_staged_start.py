@@ -90,10 +90,15 @@ class Rank:
     def label(self):
         return f"rank {self.rank} ({self.host})"
 
+    def open(self):
+        """Make the node's connection; ActionModule.start opens every rank's before any thread runs, since
+        templating the host's variables and loading plugins are not thread-safe."""
+        self.connection = self.connection or self.action.node(self.host, self.task_vars)
+
     def run(self, command, timeout=60):
         """(rc, stdout, stderr) of `command` on the node, with become as the task has it; `timeout` (coreutils, on
         the node) bounds it: rc 124 when it fired."""
-        self.connection = self.connection or self.action.node(self.host, self.task_vars)
+        self.open()
         command = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
         if self.connection.become:
             command = self.connection.become.build_become_command(command, self.connection._shell)
@@ -235,6 +240,8 @@ class ActionModule(ActionBase):
             f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
             f"this watch gives up after {outer} s (always longer)"
         )
+        for rank in ranks:
+            rank.open()
         started = time.monotonic()
         self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
         timeline = []

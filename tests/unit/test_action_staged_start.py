@@ -69,6 +69,7 @@ def nodes(monkeypatch):
 
     monkeypatch.setattr(vllm_staged_start.Rank, "run", run)
     monkeypatch.setattr(vllm_staged_start.Rank, "close", lambda rank: events.append((rank.host, "close")))
+    monkeypatch.setattr(vllm_staged_start.Rank, "open", lambda rank: events.append((rank.host, "open")))
     return cluster, events
 
 
@@ -96,6 +97,7 @@ def test_workers_start_before_the_head_and_ready_needs_health_200(nodes, tmp_pat
     assert result["ready"] is True and result["changed"] is True and "failed" not in result
     assert [e for e in events if e[1] == "up"] == [("spark-b", "up"), ("spark-a", "up")]
     assert events.index(("spark-a", "down")) < events.index(("spark-b", "up")), "stale containers go first"
+    assert events[:2] == [("spark-a", "open"), ("spark-b", "open")], "connections are made before any thread runs"
     assert result["timeline"][-1]["event"] == "head /health 200, every rank running"
     assert cluster["spark-a"].seen == 2, "the first look (health 000) is not ready"
     assert {host for host, what in events if what == "close"} == {"spark-a", "spark-b"}
