@@ -90,10 +90,10 @@ def ensure_serving():
     assert rc == 0, out[-6000:]
 
 
-def noop_rerun():
+def noop_rerun(*extra):
     before = [container_identity(i) for i in range(2)]
     started = time.monotonic()
-    rc, out = deploy()
+    rc, out = deploy(*extra)
     return {
         "rc": rc,
         "out": out,

@@ -14,6 +14,8 @@ from tests.testbed.helpers import BIN, ENV_BASE, ROOT, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
+# A change of the shipped profile that the gate passes: what the Ctrl-C'd deploy brings, and what serves afterwards.
+CHANGE = ["-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}})]
 
 
 def records():
@@ -38,12 +40,12 @@ def answers():
         return json.load(response)["usage"]["completion_tokens"] > 0
 
 
-def interrupt_the_deploy_once_the_head_started(timeout_s=900):
+def interrupt_the_deploy_once_the_head_started(*extra, timeout_s=900):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the staged start watches the ranks:
     the containers were started and keep loading. A user presses it again when the run has not ended 10 s later
     (ansible-core sometimes waits for the interrupted worker). Returns the run's output."""
     proc = subprocess.Popen(
-        [str(BIN / "ansible-playbook"), "-i", sf.PAIR, "site.yml", "--tags", "deploy"],
+        [str(BIN / "ansible-playbook"), "-i", sf.PAIR, "site.yml", "--tags", "deploy", *extra],
         cwd=ROOT,
         env=ENV_BASE,
         stdout=subprocess.PIPE,
@@ -75,13 +77,11 @@ def interrupt_the_deploy_once_the_head_started(timeout_s=900):
 
 @pytest.fixture(scope="module")
 def released(served_pair):
-    """(7b) A fresh start of the unchanged pair profile cut short by Ctrl-C once the ranks started: they keep
-    loading and serve with no gate and no record. The rerun restarts nothing, but the head's running.json does
-    not name a passed record for what runs, so the rerun runs the gate on the running service and records it."""
-    for index in range(2):
-        node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
+    """(7b) A deploy of a changed profile cut short by Ctrl-C once the ranks started: they keep loading and serve a
+    configuration that never met the gate. The same command run again restarts nothing, but the head's running.json
+    names no passed record for what runs, so the rerun runs the gate on the running service and records it."""
     before = records()
-    interrupted = interrupt_the_deploy_once_the_head_started()
+    interrupted = interrupt_the_deploy_once_the_head_started(*CHANGE)
     assert "acceptance PASSED" not in interrupted and "acceptance FAILED" not in interrupted, interrupted[-3000:]
     assert new_records(before) == [], "the run was cut short before the gate and the record"
     for _ in range(300):  # bounded: the ranks load without the playbook
@@ -89,7 +89,7 @@ def released(served_pair):
             break
         time.sleep(1)
     assert sf.health() == 200 and len(sf.engine_containers(0) + sf.engine_containers(1)) == 2, interrupted[-3000:]
-    rerun = sf.noop_rerun()
+    rerun = sf.noop_rerun(*CHANGE)
     print(f"\n[rerun after Ctrl-C] {rerun['seconds']:.0f} s, restarts={rerun['restarts']}, the gate ran")
     assert rerun["rc"] == 0 and rerun["restarts"] == 0, rerun["out"][-6000:]
     created = new_records(before)
@@ -171,9 +171,9 @@ def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it
     assert rc == 0 and sf.changed_count(out) == 0, out[-6000:]
     assert new_records(before + [failed, restored]) == []
 
-    # (7a) The restored record and the unchanged profile are one spec in one canonical form: site.yml restarts
-    # nothing (the record's JSON keeps its keys sorted; the argv and the config hash do not depend on it).
-    rerun = sf.noop_rerun()
+    # (7a) The restored record and the profile it came from are one spec in one canonical form: site.yml with that
+    # profile restarts nothing (the record's JSON keeps its keys sorted; the argv and the config hash do not care).
+    rerun = sf.noop_rerun(*CHANGE)
     print(f"\n[site.yml after rollback.yml] changed={rerun['changed']}, restarts={rerun['restarts']}")
     assert rerun["rc"] == 0 and rerun["restarts"] == 0 and rerun["changed"] == 0, sf.recap(rerun["out"])
     assert new_records(before + [failed, restored]) == [], "what runs already has its passed record"

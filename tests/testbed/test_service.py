@@ -3,7 +3,8 @@
 Every fault test asserts the time to detection and the end state. Times are printed; the assertions hold them
 only to loose bounds (a dead rank well within the engine's own timeout, a stall within the issue's 30 s). The
 scenarios live in tests/testbed/service_faults.py, which tests/bench/start_faults_bench.py also runs. The tests
-that need the pair serving come first (the watchdog's automatic restart leaves it serving); the restart that turns
+that need the pair serving come first; the stale-containers test starts the shipped profile from scratch (whatever
+an earlier module left serving), and the watchdog's automatic restart leaves it serving; the restart that turns
 on an API key comes last among them, since every failed start after it renders its own spec anyway; the failed
 starts then follow one another (a failed start leaves nothing running, so they need no redeploy between them).
 """
@@ -50,6 +51,32 @@ def test_pair_serves_streaming_chat_and_prefix_cache_hits(serving):
     assert cached > 0
 
 
+def test_stale_containers_and_port_squatters_are_replaced_and_the_start_warms_up(serving):
+    image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())
+    ref = f"{image['name']}@{image['digest']}"
+    node_exec(
+        1,
+        "docker rm -f spark-serve-rank1 >/dev/null 2>&1; "
+        f"docker run -d --name spark-serve-rank1 --entrypoint sleep {ref} 600",
+    )
+    # Another launcher's container on the head, holding the API port.
+    node_exec(
+        0,
+        "docker rm -f spark-serve-rank0 >/dev/null 2>&1; docker run -d --name old-launcher --network host "
+        f"--entrypoint /opt/vllm/bin/python {ref} -m http.server 8000",
+    )
+    rc, out = sf.deploy()
+    assert rc == 0, out[-6000:]
+    assert "ready: /health 200" in out
+    assert "old-launcher" in out, "the removed port holder must be named"
+    for name in ("short-chat", "long-prompt", "tool-call"):  # every start warms up before it reports ready
+        assert f"(item={name})" in out, f"warm-up request {name} was not sent"
+    rc, cmd = node_exec(1, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank1")
+    assert "--headless" in cmd, cmd
+    rc, _ = node_exec(0, "docker inspect old-launcher")
+    assert rc != 0, "the container holding the port was left"
+
+
 def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto_restarted(deployed):
     """(d) vLLM's /health stays 200 with a dead worker: status.yml must say so at once, the head's watchdog must make
     the service visibly unhealthy (the head stopped, /health failing) without anyone running a playbook, and with
@@ -84,32 +111,6 @@ def test_rerun_with_nothing_changed_restarts_nothing(serving):
     print(f"\n[no-op rerun] {result['seconds']:.0f} s, changed={result['changed']}, restarts={result['restarts']}")
     assert result["rc"] == 0, result["out"][-6000:]
     assert result["changed"] == 0 and result["restarts"] == 0, sf.recap(result["out"])
-
-
-def test_stale_containers_and_port_squatters_are_replaced_and_the_start_warms_up(serving):
-    image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())
-    ref = f"{image['name']}@{image['digest']}"
-    node_exec(
-        1,
-        "docker rm -f spark-serve-rank1 >/dev/null 2>&1; "
-        f"docker run -d --name spark-serve-rank1 --entrypoint sleep {ref} 600",
-    )
-    # Another launcher's container on the head, holding the API port.
-    node_exec(
-        0,
-        "docker rm -f spark-serve-rank0 >/dev/null 2>&1; docker run -d --name old-launcher --network host "
-        f"--entrypoint /opt/vllm/bin/python {ref} -m http.server 8000",
-    )
-    rc, out = sf.deploy()
-    assert rc == 0, out[-6000:]
-    assert "ready: /health 200" in out
-    assert "old-launcher" in out, "the removed port holder must be named"
-    for name in ("short-chat", "long-prompt", "tool-call"):  # every start warms up before it reports ready
-        assert f"(item={name})" in out, f"warm-up request {name} was not sent"
-    rc, cmd = node_exec(1, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank1")
-    assert "--headless" in cmd, cmd
-    rc, _ = node_exec(0, "docker inspect old-launcher")
-    assert rc != 0, "the container holding the port was left"
 
 
 def test_stale_overlay_is_refused_before_the_running_service_is_touched(serving, tmp_path):
