@@ -76,7 +76,7 @@ class Rank:
     def __init__(self, spec, project, compose_dir, action, task_vars):
         self.host = spec["host"]
         self.rank = int(spec["rank"])
-        self.action, self.task_vars = action, task_vars  # the node's connection is made at its first command
+        self.action, self.task_vars = action, task_vars  # for open(): the node's connection
         self.connection = None
         self.container = spec["container"]
         self.address, self.netdev = spec.get("address"), spec.get("netdev")

@@ -179,7 +179,9 @@ def restart_problem(config):
     if rc != 0:
         return f"head did not start: {out}"
     began = time.monotonic()
-    while time.monotonic() - began < config["load_timeout_s"]:
+    for _ in range(int(config["load_timeout_s"]) // 2 + 1):  # a look every 2 s at most
+        if time.monotonic() - began > config["load_timeout_s"]:
+            break
         dead = [p["host"] for p in config["peers"] if peer_command(config, p, "state", timeout=30)[1] != "running"]
         if head_started_at(config) is None or dead:
             return f"a rank stopped while the service loaded: {', '.join(dead) or 'the head'}"
