@@ -71,9 +71,11 @@ def install_deb(index, branch):
     """Install one driver branch's package in place of the other's. apt 3's solver keeps a held package it is not
     told to remove (the role holds the driver), so the other branch's removal is asked for by name (`pkg-`)."""
     other = next(b for b in DEB if b != branch)
+    # apt fetches a package that its index also lists from the repository: refresh the index first, or a
+    # repository rebuilt since the node's last update fails with "Hash Sum mismatch".
     sh(
         index,
-        f"curl -fsS -o /tmp/{DEB[branch]} {APT}/{DEB[branch]} && "
+        f"curl -fsS -o /tmp/{DEB[branch]} {APT}/{DEB[branch]} && apt-get update -qq && "
         f"{APT_INSTALL} /tmp/{DEB[branch]} nvidia-driver-{other}-open-",
     )
 
