@@ -20,7 +20,9 @@ options:
     elements: str
     default: []
   effective_block:
-    description: The running deployment's effective cache block in tokens (from its record).
+    description:
+      - The running deployment's predicted cache block in tokens (from its record).
+      - Used only when the engine's /metrics does not report its own block (vllm:cache_config_info block_size).
     type: int
   warmup_requests:
     description: How many warm-up requests the running profile lists.
@@ -84,6 +86,7 @@ evidence:
     uptime_s: 840.0
     prefix_caching: false
     effective_block: 832
+    block_source: engine /metrics cache_config_info
     waiting: 0
     probes: []
     deltas: {}
@@ -91,14 +94,15 @@ evidence:
 
 import uuid
 
-from ansible.module_utils.acceptance import counter_deltas
+from ansible.module_utils.acceptance import counter_deltas, parse_metrics
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.diagnosis import classify, probe_prompt
+from ansible.module_utils.diagnosis import classify, engine_cache_block, probe_prompt
 from ansible.module_utils.openai_client import (
     ServerUnreachable,
     api_argument_spec,
     module_api_key,
     read_metrics,
+    read_metrics_text,
     stream_chat,
 )
 
@@ -114,8 +118,11 @@ ARGUMENT_SPEC = api_argument_spec(
 
 
 def gather(url, model, api_key, params):
-    """Evidence for classify(): counters around a cold + repeated probe of the requested length."""
-    before = read_metrics(url, api_key, params["timeout_s"])
+    """Evidence for classify(): counters around a cold + repeated probe of the requested length, and the cache
+    block the engine itself reports (the recorded prediction only when /metrics does not say)."""
+    metrics_text = read_metrics_text(url, api_key, params["timeout_s"])
+    before = parse_metrics(metrics_text)
+    logged_block = engine_cache_block(metrics_text)
     planned = {
         "kind": "probe",
         "max_tokens": params["max_tokens"],
@@ -131,7 +138,8 @@ def gather(url, model, api_key, params):
         "warmup_requests": params["warmup_requests"],
         "uptime_s": params["uptime_s"],
         "prefix_caching": "--no-enable-prefix-caching" not in params["argv"],
-        "effective_block": params["effective_block"],
+        "effective_block": logged_block or params["effective_block"],
+        "block_source": "engine /metrics cache_config_info" if logged_block else "predicted, from the record",
         "probes": probes,
         "deltas": counter_deltas(before, after),
         "waiting": max(before.get("vllm:num_requests_waiting", 0), after.get("vllm:num_requests_waiting", 0)),

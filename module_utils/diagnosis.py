@@ -15,7 +15,22 @@ cumulative since the start and misleads (seed 001).
 Pure Python (no Ansible) so plain pytest can test it; library/vllm_diagnose.py gathers the evidence.
 """
 
+import re
+
 LOW_MTP_ACCEPTANCE = 0.5
+
+
+# vLLM's info gauge of the resolved cache settings (v1/metrics/loggers.py); its block_size label is the block the
+# engine schedules and caches by, after it raised the attention block for a hybrid model.
+CACHE_CONFIG_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>.*)\}", re.MULTILINE)
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def engine_cache_block(metrics_text):
+    """The cache block the running engine reports in /metrics (vllm:cache_config_info block_size), or None."""
+    match = CACHE_CONFIG_INFO.search(metrics_text)
+    block = dict(LABEL.findall(match.group("labels"))).get("block_size", "") if match else ""
+    return int(block) if block.isdigit() else None
 
 
 def probe_prompt(nonce, words):
@@ -31,6 +46,7 @@ def classify(evidence):
     first, repeat = evidence["probes"]
     prompt, cached = repeat.get("prompt_tokens") or 0, repeat.get("cached_tokens") or 0
     block = evidence.get("effective_block")
+    block_source = f" ({evidence['block_source']})" if evidence.get("block_source") else ""
     deltas = evidence.get("deltas") or {}
     numbers = (
         f"probe of {prompt} prompt tokens: first TTFT {first.get('ttft_s')} s, repeat TTFT "
@@ -73,8 +89,8 @@ def classify(evidence):
                 "verdict": "block-larger-than-request",
                 "symptom": "identical prompts never hit the prefix cache",
                 "evidence": [
-                    f"effective cache block {block} tokens > the whole request ({prompt} tokens): only full "
-                    f"blocks are cached, so a request shorter than one block can never hit",
+                    f"effective cache block {block} tokens{block_source} > the whole request ({prompt} tokens): "
+                    f"only full blocks are cached, so a request shorter than one block can never hit",
                     f"prefix-cache hits during the probe: {deltas.get('prefix_cache_hits')} tokens",
                     numbers,
                 ],
@@ -88,7 +104,7 @@ def classify(evidence):
                 "verdict": "prefix-changed-or-evicted",
                 "symptom": "a repeated prompt is still slow",
                 "evidence": [
-                    f"the repeat spans {prompt // block} full block(s) of {block} tokens yet hit none",
+                    f"the repeat spans {prompt // block} full block(s) of {block} tokens{block_source} yet hit none",
                     f"prefix-cache hits during the probe: {deltas.get('prefix_cache_hits')} tokens",
                     numbers,
                 ],

@@ -72,10 +72,15 @@ def _http_error_text(err):
 
 def read_metrics(url, api_key, timeout_s):
     """{metric: value} from GET <url>/metrics; ServerUnreachable when it cannot be read."""
+    return parse_metrics(read_metrics_text(url, api_key, timeout_s))
+
+
+def read_metrics_text(url, api_key, timeout_s):
+    """The exposition text of GET <url>/metrics (labels included); ServerUnreachable when it cannot be read."""
     request = urllib.request.Request(f"{url}/metrics", headers=_headers(api_key))
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return parse_metrics(response.read().decode("utf-8", "replace"))
+            return response.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as err:
         raise ServerUnreachable(f"GET {url}/metrics: {_http_error_text(err)}") from err
     except (urllib.error.URLError, OSError) as err:

