@@ -95,3 +95,13 @@ def test_a_retention_that_is_not_a_multiple_of_the_block_is_refused_before_any_h
     assert "compute as 640 tokens" in out and "nearest valid values: 640, 1280" in out
     assert not {"node-0", "node-1"} & set(sf.recap(out)), "a node play ran"
     assert [sf.container_identity(i) for i in range(2)] == before
+
+
+def test_status_finds_every_rank_running_the_spec_the_deploy_rendered(hybrid):
+    rc, out = playbook("playbooks/status.yml", sf.PAIR, *HYBRID)
+    assert rc == 0, out[-3000:]
+    compared = re.search(r"every rank runs the spec the deploy rendered \(([^)]*)\)", out)
+    assert compared and "all 2 rank(s) alive" in out, out[-3000:]
+    print(f"\n[hybrid spec vs docker inspect] equal on both ranks: {compared.group(1)}")
+    for field in ("command", "env", "mounts", "restart", "image"):
+        assert field in compared.group(1), compared.group(1)
