@@ -74,6 +74,8 @@ def node(monkeypatch):
         if argv[:2] == ["docker", "stop"]:
             answers["head"] = "exited 2026-12-02T03:00:00Z"
             return 0, argv[-1]
+        if argv[:2] == ["docker", "logs"]:
+            return 0, "ERROR engine core failed: the head's last words"
         raise AssertionError(argv)
 
     monkeypatch.setattr(watchdog, "run", run)
@@ -203,9 +205,26 @@ def test_a_failed_auto_restart_leaves_every_rank_stopped(tmp_path, node, endpoin
     failed = events(tmp_path)[-1]
     assert failed["event"] == "auto-restart failed" and failed["action"] == "every rank stopped"
     assert failed["problem"] == "a rank stopped while the service loaded: node-1"
+    with open(failed["head_log"], encoding="utf-8") as kept:
+        assert "the head's last words" in kept.read(), "the head's log is kept before its container goes"
     assert actions(calls)[-2:] == ["stop", "down"] and answers["head"] is None, "stopped again after the failure"
     calls.clear()
     assert watchdog.look(restart_config(tmp_path, endpoint["port"])) == [] and calls == [], "acts once"
+
+
+def test_a_fresh_start_may_fail_its_first_generation_and_still_count_as_serving(tmp_path, node, endpoint):
+    answers, _ = node
+    endpoint["status"] = 500
+    sent_before_up = []
+
+    def first_request_fails_then_serves():
+        sent_before_up.append(len(endpoint["auth"]))
+        threading.Timer(0.5, lambda: endpoint.update(status=200)).start()
+
+    answers["on_up"] = first_request_fails_then_serves
+    watchdog.look(restart_config(tmp_path, endpoint["port"]))
+    assert events(tmp_path)[-1]["event"] == "auto-restart ready", events(tmp_path)
+    assert len(endpoint["auth"]) - sent_before_up[0] == 2, "one failed try, one answer"
 
 
 def test_auto_restart_stops_after_its_maximum_until_the_next_deploy(tmp_path, node, endpoint):

@@ -186,9 +186,33 @@ def restart_problem(config):
         if head_started_at(config) is None or dead:
             return f"a rank stopped while the service loaded: {', '.join(dead) or 'the head'}"
         if health(config) == 200:
-            return generation_problem(config)
+            return first_generation_problem(config)
         time.sleep(2)
     return f"not ready within {config['load_timeout_s']} s"
+
+
+def first_generation_problem(config, tries=3, pause_s=2):
+    """The first generation of a fresh start, tried a few times: /health says 200 as soon as the API server is up,
+    and the test bed saw a fresh pair answer its first request with HTTP 500 once. None once one answers."""
+    problem = None
+    for attempt in range(tries):
+        problem = generation_problem(config)
+        if problem is None:
+            return None
+        if attempt + 1 < tries:
+            time.sleep(pause_s)
+    return f"{problem} ({tries} tries, {pause_s} s apart)"
+
+
+def keep_head_log(config):
+    """The head's last log lines beside the events (its container is removed next): why the restart failed."""
+    rc, out = run(["docker", "logs", "--tail", "300", config["container"]], timeout=60)
+    if rc != 0:
+        return None
+    path = os.path.join(config["record_dir"], f"watchdog-{time.strftime('%Y%m%dT%H%M%S')}-{config['container']}.log")
+    with open(path, "w", encoding="utf-8") as log:
+        log.write(out + "\n")
+    return path
 
 
 def auto_restart(config, state):
@@ -208,6 +232,7 @@ def auto_restart(config, state):
             "problem": problem,
             "seconds": seconds,
             "action": "every rank stopped",
+            "head_log": keep_head_log(config),
             "recover": "ansible-playbook site.yml --tags deploy",
         },
     )
