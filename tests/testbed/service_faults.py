@@ -321,14 +321,14 @@ def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60, restar
         seconds = None
         while time.monotonic() - killed < timeout_s:
             if health() != 200:
-                seconds = time.monotonic() - killed
+                seconds = round(time.monotonic() - killed, 1)
                 break
             time.sleep(0.5)
         wait_for_the_watchdog(auto_restart, restart_timeout_s)
         serving_again_s = None
         if auto_restart and health() == 200:
             with post("/v1/chat/completions", chat("back?", max_tokens=2)) as response:
-                serving_again_s = time.monotonic() - killed if json.load(response)["choices"] else None
+                serving_again_s = round(time.monotonic() - killed, 1) if json.load(response)["choices"] else None
     finally:
         node_exec(0, stop)
     return {

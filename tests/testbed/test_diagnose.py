@@ -24,7 +24,7 @@ def test_a_prompt_shorter_than_one_cache_block_never_hits(served_pair):
     verdicts, out = diagnose(20)
     print(f"\n[diagnose, 20-word prompt] {verdicts}")
     assert verdicts[0] == "block-larger-than-request", out[-3000:]
-    assert "effective cache block 128 tokens > the whole request" in out
+    assert "effective cache block 128 tokens (engine /metrics cache_config_info) > the whole request" in out
 
 
 def restart_by_hand():
