@@ -19,7 +19,7 @@ SPEC.loader.exec_module(watchdog)
 @pytest.fixture()
 def endpoint():
     """A completions endpoint: answers with the status in `state['status']`; records Authorization headers."""
-    state = {"status": 200, "auth": []}
+    state = {"status": 200, "auth": [], "paths": []}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -29,6 +29,7 @@ def endpoint():
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
             state["auth"].append(self.headers.get("Authorization"))
+            state["paths"].append(self.path)
             body = json.dumps({"choices": [{"text": "!"}]} if state["status"] == 200 else {"error": "dead"}).encode()
             self.send_response(state["status"])
             self.send_header("Content-Type", "application/json")
@@ -212,19 +213,25 @@ def test_a_failed_auto_restart_leaves_every_rank_stopped(tmp_path, node, endpoin
     assert watchdog.look(restart_config(tmp_path, endpoint["port"])) == [] and calls == [], "acts once"
 
 
-def test_a_fresh_start_may_fail_its_first_generation_and_still_count_as_serving(tmp_path, node, endpoint):
+def test_auto_restart_warms_up_like_the_deploy_before_its_generation(tmp_path, node, endpoint):
     answers, _ = node
     endpoint["status"] = 500
-    sent_before_up = []
-
-    def first_request_fails_then_serves():
-        sent_before_up.append(len(endpoint["auth"]))
-        threading.Timer(0.5, lambda: endpoint.update(status=200)).start()
-
-    answers["on_up"] = first_request_fails_then_serves
-    watchdog.look(restart_config(tmp_path, endpoint["port"]))
+    answers["on_up"] = lambda: endpoint.update(status=200, paths=[])
+    warmup = [
+        {"name": "short-chat", "prompt": "hello", "max_tokens": 4},
+        {"name": "long-prompt", "prompt_tokens": 1024, "max_tokens": 4},
+        {"name": "tool-call", "tool": True, "max_tokens": 16},
+    ]
+    watchdog.look(restart_config(tmp_path, endpoint["port"], warmup=warmup))
     assert events(tmp_path)[-1]["event"] == "auto-restart ready", events(tmp_path)
-    assert len(endpoint["auth"]) - sent_before_up[0] == 2, "one failed try, one answer"
+    assert endpoint["paths"] == ["/v1/chat/completions", "/v1/chat/completions", "/v1/completions"]
+
+
+def test_a_failed_warm_up_fails_the_restart_naming_it(tmp_path, node, endpoint):
+    endpoint["status"] = 500
+    warmup = [{"name": "short-chat", "prompt": "hello", "max_tokens": 4}]
+    watchdog.look(restart_config(tmp_path, endpoint["port"], warmup=warmup))
+    assert events(tmp_path)[-1]["problem"] == "warm-up short-chat: a generation failed with HTTP 500"
 
 
 def test_auto_restart_stops_after_its_maximum_until_the_next_deploy(tmp_path, node, endpoint):
