@@ -22,6 +22,13 @@ options:
     description: Environment for the engine. Secrets are refused here; use O(api_key_file).
     type: dict
     default: {}
+  fabric_env:
+    description:
+      - The fabric's environment for this node as roce_network publishes it (C(roce_network_engine_env)), merged over
+        O(env). It is the only source of C(NCCL_IB_HCA), C(NCCL_IB_GID_INDEX), the socket interface variables and
+        C(VLLM_HOST_IP); O(env) setting any of them is refused.
+    type: dict
+    default: {}
   engine_version:
     description: vLLM version of the engine image; selects the flag catalog and the block rules.
     type: str
@@ -190,6 +197,7 @@ from ansible.module_utils.vllm_catalogs import DEFAULT_ENGINE_VERSION
 ARGUMENT_SPEC = dict(
     engine=dict(type="dict", default={}),
     env=dict(type="dict", default={}),
+    fabric_env=dict(type="dict", default={}),
     engine_version=dict(type="str", default=DEFAULT_ENGINE_VERSION),
     platform=dict(type="str", default="gb10", choices=sorted(PLATFORMS)),
     cuda_version=dict(type="str"),

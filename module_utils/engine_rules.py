@@ -33,6 +33,18 @@ PLATFORMS = {
 }
 
 ALLOCATOR_ENV = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+# The fabric's environment (roles/roce_network/tasks/verify.yml publishes it per node): never a profile's.
+FABRIC_ENV = frozenset(
+    (
+        "NCCL_IB_HCA",
+        "NCCL_IB_GID_INDEX",
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+        "UCX_NET_DEVICES",
+        "VLLM_HOST_IP",
+    )
+)
 API_KEY_FILE_ENV = "SPARK_SERVE_API_KEY_FILE"
 BOOL_WORDS = ("true", "false", "yes", "no", "0", "1", "on", "off")
 
@@ -455,6 +467,7 @@ class Plan:
         self.check_json_configs(catalog, values)
         self.check_moe_table(model_config, values)
         rendered_env = self.check_env(env, values, platform)
+        rendered_env.update(self.check_fabric_env(p.get("fabric_env") or {}))
         if (
             platform == "cpu"
             and block
@@ -783,6 +796,14 @@ class Plan:
                     "a credential-like name (KEY, TOKEN, SECRET, PASSWORD) never goes into the rendered "
                     "environment, compose file or record; use api_key_file",
                 )
+            elif key in FABRIC_ENV:
+                self.fail(
+                    f"env.{key}",
+                    val,
+                    "fabric-env",
+                    "roce_network sets it per node from the inventory (roce_network_interface, roce_network_nccl_ib_hca"
+                    " and _twins for the rails), after checking every port; a profile value would be silently replaced",
+                )
             elif isinstance(val, (dict, list)) or val is None:
                 self.fail(f"env.{key}", val, "env-string", "environment values must be scalars")
             elif has_newline(val):
@@ -806,6 +827,18 @@ class Plan:
             )
         if platform != "cpu":
             self.render_allocator_fraction(rendered, confs, values)
+        return rendered
+
+    def check_fabric_env(self, fabric_env):
+        """The fabric's variables as roce_network published them (it checked every port): only FABRIC_ENV keys."""
+        rendered = {}
+        for key, val in fabric_env.items():
+            if key not in FABRIC_ENV:
+                self.fail(f"fabric_env.{key}", val, "fabric-env-key", f"not a fabric variable ({sorted(FABRIC_ENV)})")
+            elif has_newline(val):
+                self.fail(f"fabric_env.{key}", val, "no-newline", "must not contain a line break")
+            else:
+                rendered[key] = str(val)
         return rendered
 
     def render_allocator_fraction(self, rendered, confs, values):

@@ -103,10 +103,10 @@ def noop_rerun(*extra):
     }
 
 
-def watched_deploy(extra_vars, on_line, timeout=900):
+def watched_deploy(extra_vars, on_line, timeout=900, inventory=PAIR):
     """Run the deploy stage, calling on_line(line) for every output line; returns (rc, output, {event: time})."""
     proc = subprocess.Popen(
-        [str(BIN / "ansible-playbook"), "-i", PAIR, "site.yml", "--tags", "deploy", "-e", json.dumps(extra_vars)],
+        [str(BIN / "ansible-playbook"), "-i", inventory, "site.yml", "--tags", "deploy", "-e", json.dumps(extra_vars)],
         cwd=ROOT,
         env=ENV_BASE,
         stdout=subprocess.PIPE,
@@ -127,30 +127,34 @@ def watched_deploy(extra_vars, on_line, timeout=900):
     return proc.returncode, "".join(lines), marks
 
 
-def end_state():
+def end_state(nodes=2, model=MODEL, worker=1):
     """What a failed start must leave: no engine container on any node, the cache, the collected logs."""
-    rc, snapshot = node_exec(0, "ls /var/lib/spark-serve/huggingface/hub/models--spark-serve--tiny-llama/snapshots")
+    cache = f"/var/lib/spark-serve/huggingface/hub/models--spark-serve--{model}/snapshots"
+    rc, snapshot = node_exec(0, f"ls {cache}")
     return {
-        "running": engine_containers(0) + engine_containers(1),
+        "running": [container for index in range(nodes) for container in engine_containers(index)],
         "cache_intact": rc == 0 and bool(snapshot.strip()),
-        "worker_logs": sorted((ROOT / ".spark-serve" / "logs").glob("*/rank1-node-1.log")),
+        "worker_logs": sorted((ROOT / ".spark-serve" / "logs").glob(f"*/rank{worker}-node-{worker}.log")),
     }
 
 
-def kill_worker_during_start():
-    """(a) The worker is killed while the head waits for it / loads."""
+def kill_worker_during_start(worker=1, inventory=PAIR, nodes=2, model=MODEL):
+    """(a) A worker is killed while the head waits for it / loads."""
 
     def kill_worker_once_started(line, marks):
-        if "killed" not in marks and "[vllm]" in line and "rank 1 (node-1)" in line:
-            node_exec(1, "docker kill spark-serve-rank1")
+        if "killed" not in marks and "[vllm]" in line and f"rank {worker} (node-{worker})" in line:
+            node_exec(worker, f"docker kill spark-serve-rank{worker}")
             marks["killed"] = time.time()
 
     # A changed engine argument, so the start really happens (the unchanged profile would restart nothing).
     rc, out, marks = watched_deploy(
-        {"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}, kill_worker_once_started
+        {"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}},
+        kill_worker_once_started,
+        inventory=inventory,
     )
     seconds = marks["detected"] - marks["killed"] if {"detected", "killed"} <= marks.keys() else None
-    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
+    state = end_state(nodes, model, worker)
+    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **state}
 
 
 def fault_during_start(index, fault, undo):

@@ -149,10 +149,10 @@ def build_apt_repo(out_dir):
     return out_dir
 
 
-def rdma_sysfs_tree(root, netdev, gid_address, state="4: ACTIVE"):
-    """The sysfs files roce_network reads for RDMA device rocep1s0f1 port 1, laid out as on a CX-7: GIDs 0/1 are
+def rdma_sysfs_tree(root, netdev, gid_address, state="4: ACTIVE", device="rocep1s0f1"):
+    """The sysfs files roce_network reads for an RDMA device's port 1, laid out as on a CX-7: GIDs 0/1 are
     link-local (RoCE v1/v2), 2/3 the IPv4-mapped address of the netdev (RoCE v1/v2), so the RoCEv2 index is 3."""
-    dev = root / "class" / "infiniband" / "rocep1s0f1"
+    dev = root / "class" / "infiniband" / device
     port = dev / "ports" / "1"
     (port / "gids").mkdir(parents=True, exist_ok=True)
     (port / "gid_attrs" / "types").mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
-"""The two-node test bed: Docker-in-Docker nodes with sshd, a registry and a services host, on one machine.
+"""The test bed: up to four Docker-in-Docker nodes with sshd, a registry and a services host, on one machine.
 
-    python tests/testbed/testbed.py up [--nodes 2]   # start dockerd if needed, build images (cached), start
+    python tests/testbed/testbed.py up [--nodes 2]   # 1, 2 or 4 nodes; start dockerd if needed, build images (cached)
     python tests/testbed/testbed.py down             # remove containers and network (volumes kept: --purge)
     python tests/testbed/testbed.py status
 
@@ -29,8 +29,9 @@ import standins
 
 # Several test beds can run side by side (SPARK_TESTBED_INSTANCE=0..11), each in its own /20 of 10.253.0.0/16:
 #   10.253.B.0/24    management network: .2 registry, .3 services (apt stand-in repo, model hub), .10+ nodes
-#   10.253.B+1.0/24  the "CX-7" fast link (MTU 9000), renamed enp1s0f1np1 inside each node
-#   10.253.B+2+n     node n's inner docker bridge; 10.253.B+8+4n/22 its address pool
+#   10.253.B+1.0/24  the "CX-7" fabric (MTU 9000), renamed enp1s0f1np1 inside each node: one bridge for all
+#                    nodes, as a switch (the pair's point-to-point cable is the two-node case of it)
+#   10.253.B+2+n     node n's inner docker bridge (n < 4); 10.253.B+8+2n/23 its address pool
 INSTANCE = int(os.environ.get("SPARK_TESTBED_INSTANCE", "0"))
 BASE = 16 * INSTANCE
 PREFIX = f"spark-serve-tb{INSTANCE}"
@@ -41,7 +42,8 @@ NETWORK, FAST_NETWORK = f"{PREFIX}-net", f"{PREFIX}-fast"
 SUBNET, GATEWAY = f"10.253.{BASE}.0/24", f"10.253.{BASE}.1"
 FAST_SUBNET, FAST_GATEWAY = f"10.253.{BASE + 1}.0/24", f"10.253.{BASE + 1}.1"
 REGISTRY_IP, SERVICES_IP = f"10.253.{BASE}.2", f"10.253.{BASE}.3"
-NODE_IPS = [f"10.253.{BASE}.10", f"10.253.{BASE}.11"]
+MAX_NODES = 4
+NODE_IPS = [f"10.253.{BASE}.{10 + n}" for n in range(MAX_NODES)]
 FAST_NETDEV, FAST_MTU = "enp1s0f1np1", 9000
 REGISTRY = f"{REGISTRY_IP}:5000"
 REGISTRY_HOST_PORT = 5000 + INSTANCE
@@ -246,7 +248,7 @@ def run_container(name, image, args, cmd=()):
 def inner_daemon_json(index):
     return {
         "bip": f"10.253.{BASE + 2 + index}.1/24",
-        "default-address-pools": [{"base": f"10.253.{BASE + 8 + 4 * index}.0/22", "size": 24}],
+        "default-address-pools": [{"base": f"10.253.{BASE + 8 + 2 * index}.0/23", "size": 24}],
         "insecure-registries": [REGISTRY],
         "storage-driver": "overlay2",
     }
@@ -309,7 +311,8 @@ HUB_PORT = 8080
 HUB_REPOS = {
     # 24 MiB > huggingface_hub's 10 MiB chunk: an interrupted transfer of it resumes with Range
     "spark-serve/tiny-llama": ("tiny-llama", 24),
-    "spark-serve/tiny-qwen3-next": ("tiny-qwen3-next", 0),
+    # 64 MiB: the quad's parallel copies of it last long enough to see them overlap (test_service_quad.py)
+    "spark-serve/tiny-qwen3-next": ("tiny-qwen3-next", 64),
 }
 HUB_STATE = STATE / "services" / "hub-state"  # requests.jsonl (request log) and control.json (test hooks)
 
@@ -472,7 +475,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     up_p = sub.add_parser("up")
-    up_p.add_argument("--nodes", type=int, default=2, choices=[1, 2])
+    up_p.add_argument("--nodes", type=int, default=2, choices=[1, 2, MAX_NODES])
     down_p = sub.add_parser("down")
     down_p.add_argument("--purge", action="store_const", const="nodes", help="also remove the node volumes")
     down_p.add_argument(

@@ -306,3 +306,33 @@ def test_each_rank_runs_with_the_tasks_become_through_the_become_plugin(tmp_path
     rank = vllm_staged_start.Rank(spec("node-x", 1), "p", "/d", real_action(become=True), {"hostvars": hostvars})
     assert rank.run("echo inside") == (0, "inside\n", "")
     assert "-u root" in log.read_text() and "echo inside" in log.read_text()
+
+
+QUAD = ["spark-a", "spark-b", "spark-c", "spark-d"]
+
+
+def test_a_quad_starts_its_three_workers_together_then_the_head_and_needs_all_four(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", LOADING)] * 3 + [("running", 0, "200", READY)])
+    for host in QUAD[1:]:
+        cluster[host] = Node([("running", 0, "-", LOADING)])
+    ranks = [spec(host, rank) for rank, host in enumerate(QUAD)]
+    result = action(dict(pair_args(tmp_path), ranks=ranks)).run(task_vars={})
+    assert result["ready"] is True and result["msg"].startswith("4 rank(s) ready")
+    ups = [host for host, what in events if what == "up"]
+    assert sorted(ups[:3]) == QUAD[1:] and ups[3] == "spark-a", ups
+
+
+def test_in_a_quad_dropped_df_pings_blame_the_one_node_every_failing_pair_shares(nodes, tmp_path):
+    cluster, _ = nodes
+    address = {host: f"10.0.0.{rank + 1}" for rank, host in enumerate(QUAD)}
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITS)], unreachable=address["spark-c"] + "\n")
+    cluster["spark-b"] = Node([("running", 0, "-", WORKER_WAITS)], unreachable=address["spark-c"] + "\n")
+    others = "".join(f"{address[h]}\n" for h in QUAD if h != "spark-c")
+    cluster["spark-c"] = Node([("running", 0, "-", WORKER_WAITS + [RETRY])], unreachable=others)
+    cluster["spark-d"] = Node([("running", 0, "-", WORKER_WAITS)], unreachable=address["spark-c"] + "\n")
+    ranks = [fabric_spec(host, rank) for rank, host in enumerate(QUAD)]
+    result = action(fabric_args(ranks=ranks)).run(task_vars={})
+    assert (result["failed_rank"], result["failed_host"]) == (2, "spark-c"), result["reason"]
+    assert result["reason"].startswith("fast link drops DF pings of 8972 bytes (MTU 9000): ")
+    assert all(f"spark-{h} -> spark-c" in result["reason"] for h in "abd"), result["reason"]

@@ -17,6 +17,7 @@ from tests.profiles import ROOT, SCHEMA, extra, profile, set_in, vllm_args_param
 
 SECRET = "sk-HOSTILE-0123456789"
 PAIR_LINK = ["192.0.2.10", "192.0.2.11"]
+TWO_RAILS = "rocep1s0f1:1,roceP2p1s0f1:1"  # what the quad profile once set, to be silently replaced
 
 
 def validate(prof, out_dir, master_addr="192.0.2.10", fast_link=PAIR_LINK):
@@ -97,6 +98,10 @@ CASES = [
     ("env-password", "secrets", "single", set_in("env.DB_PASSWORD", SECRET), "env.DB_PASSWORD", "secret-in-env"),
     ("env-passwd", "secrets", "single", set_in("env.REDIS_PASSWD", SECRET), "env.REDIS_PASSWD", "secret-in-env"),
     ("env-newline", "secrets", "single", set_in("env.NCCL_DEBUG", "INFO\nEVIL=1"), "env.NCCL_DEBUG", "no-newline"),
+    # --- the fabric's environment is the inventory's (roce_network checks every rail), never a profile's
+    ("env-nccl-ib-hca", "fabric", "quad", set_in("env.NCCL_IB_HCA", TWO_RAILS), "env.NCCL_IB_HCA", "fabric-env"),
+    ("env-gid-index", "fabric", "pair", set_in("env.NCCL_IB_GID_INDEX", "3"), "env.NCCL_IB_GID_INDEX", "fabric-env"),
+    ("env-host-ip", "fabric", "pair", set_in("env.VLLM_HOST_IP", "10.0.0.1"), "env.VLLM_HOST_IP", "fabric-env"),
     ("extra-newline", "secrets", "single", extra("--max-logprobs", "4\n--api-key"), "extra_args[0]", "no-newline"),
     (
         "engine-newline",
@@ -404,7 +409,7 @@ def test_hostile_input_is_refused_by_rule_and_field(case, tmp_path):
 
 def test_case_table_covers_every_class_with_sixty_cases():
     classes = {c[1] for c in CASES}
-    assert classes == {"secrets", "rank", "boolean", "values", "layout", "model-config", "syntax"}
+    assert classes == {"secrets", "fabric", "rank", "boolean", "values", "layout", "model-config", "syntax"}
     assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
 
 
@@ -530,3 +535,17 @@ def test_pipeline_split_warns_when_uneven_and_refuses_more_stages_than_layers():
         )
         assert [v["rule"] for v in result["violations"]] == ([rule] if rule else []), result["violations"]
         assert any("split unevenly" in w for w in result["warnings"]) == warned, result["warnings"]
+
+
+def test_the_fabric_environment_comes_from_roce_network_only(tmp_path):
+    """fabric_env (roce_network's per-node variables) is merged into the rendered env; it takes no other key."""
+    prof = profile("quad")
+    args = vllm_args_params(prof, 1, "192.0.2.10", config_as_path=True)
+    fabric = {"NCCL_IB_HCA": "rocep1s0f1:1,roceP2p1s0f1:1", "NCCL_IB_GID_INDEX": "3", "VLLM_HOST_IP": "192.0.2.11"}
+    args.update(fabric_env=fabric, fast_link_addresses=["192.0.2.1" + str(n) for n in range(4)])
+    result = run_module(vllm_args, args)
+    assert not result["failed"], result.get("msg")
+    assert fabric.items() <= result["env"].items()
+    args.update(fabric_env={"NCCL_DEBUG": "INFO"})
+    result = run_module(vllm_args, args)
+    assert result["failed"] and [v["rule"] for v in result["violations"]] == ["fabric-env-key"], result

@@ -1,0 +1,203 @@
+"""Four test nodes behind one switch (inventories/testbed-quad): site.yml prepares nodes 2 and 3 (bare on a new
+machine: baseline, driver and toolkit stand-ins, the fabric, the image) with the other two, fans the model out and
+starts TP4 of the tiny qwen3_next on vLLM's own multi-node engine: rank 0 on node-0 serves, ranks 1-3 are headless
+workers. Then the faults: a worker killed after ready (status.yml names it) and one killed mid-start (found in
+seconds, every rank stopped).
+
+Runs after test_service_hybrid.py and before test_service_single.py: it replaces the pair on nodes 0 and 1 (the
+staged start stops stale ranks) and leaves nothing running on any node."""
+
+import datetime
+import json
+import re
+import shutil
+import sys
+import time
+
+import pytest
+
+from tests.testbed import service_faults as sf
+from tests.testbed import standins
+from tests.testbed.helpers import ROOT, node_exec, playbook, run
+
+pytestmark = pytest.mark.testbed
+QUAD, NODES, MODEL = "inventories/testbed-quad", 4, "tiny-qwen3-next"
+RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
+MANIFESTS = "/var/lib/spark-serve/huggingface/spark-serve-manifests"
+RAIL, RAIL_NETDEV = "roceP2p1s0f1", "enP2p1s0f1np1"  # the second RoCE function of a Spark's CX-7 port
+
+
+def rail_dir(index):
+    """Node `index`'s stand-in sysfs directory of the second rail (testbed.py mounts .testbed/<I>/node-<n>/sys)."""
+    return ROOT / ".testbed" / sf.INSTANCE / f"node-{index}" / "sys" / "class" / "infiniband" / RAIL
+
+
+def add_second_rails():
+    """The second rail of every quad node, as a Spark has it: ACTIVE, its RoCE v2 GID at index 3 like the first."""
+    for index in range(NODES):
+        fabric_address = f"10.253.{16 * int(sf.INSTANCE) + 1}.{110 + index}"
+        standins.rdma_sysfs_tree(rail_dir(index).parents[2], RAIL_NETDEV, gid_address=fabric_address, device=RAIL)
+
+
+def memory_mib(index):
+    """The resident memory of node `index`'s engine container (cgroup usage as `docker stats` reports it), in MiB."""
+    rc, out = node_exec(index, f"docker stats --no-stream --format '{{{{.MemUsage}}}}' spark-serve-rank{index}")
+    assert rc == 0, out
+    value, unit = re.match(r"\s*([\d.]+)\s*([KMG]i?B)", out).groups()
+    return float(value) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit]
+
+
+def host_available_mib():
+    with open("/proc/meminfo") as meminfo:
+        fields = dict(line.split(":", 1) for line in meminfo)
+    return int(fields["MemAvailable"].split()[0]) // 1024
+
+
+def fresh_cluster():
+    """The quad's model gone from every node, so site.yml downloads it once and copies it to three nodes (nodes 2
+    and 3 are bare on a new machine; on later runs they keep their images, which the pull then only checks)."""
+    cache = "/var/lib/spark-serve/huggingface"
+    for index in range(NODES):
+        node_exec(index, f"rm -rf {cache}/hub/models--spark-serve--{MODEL} {MANIFESTS}/models--spark-serve--{MODEL}@*")
+
+
+def hub_requests():
+    path = ROOT / ".testbed" / sf.INSTANCE / "services" / "hub-state" / "requests.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def quad(testbed):
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/testbed.py"), "up", "--nodes", str(NODES)], timeout=1800)
+    assert rc == 0, out[-3000:]
+    fresh_cluster()
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push"], timeout=3600)
+    assert rc == 0, out[-3000:]
+    rc, out = playbook("molecule/shared/dgx_os.yml", QUAD)
+    assert rc == 0, out[-3000:]
+    add_second_rails()
+    hub_seen, started_at, started = len(hub_requests()), datetime.datetime.now(), time.monotonic()
+    rc, out = playbook("site.yml", QUAD, timeout=3600)
+    print(f"\n[site.yml testbed-quad] {time.monotonic() - started:.0f} s")
+    assert rc == 0, out[-8000:]
+    found = [json.loads(path.read_text()) for path in sorted(RECORDS.glob("*.json"))]
+    records = [r for r in found if r.get("inventory") == "testbed-quad"]
+    assert records, "no record of the quad"
+    yield {"out": out, "record": records[-1], "hub": hub_requests()[hub_seen:], "started_at": started_at}
+    for index in range(NODES):  # the next module starts from nodes without a quad rank or a second rail
+        node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
+        shutil.rmtree(rail_dir(index), ignore_errors=True)
+
+
+def test_four_ranks_serve_tp4_each_with_its_rank_flags(quad):
+    assert "ready: /health 200 and all 4 rank(s) running" in quad["out"]
+    for index in range(NODES):
+        rc, cmd = node_exec(index, f"docker inspect -f '{{{{json .Config.Cmd}}}}' spark-serve-rank{index}")
+        assert rc == 0, cmd
+        argv = json.loads(cmd)
+        flags = {flag: argv[argv.index(flag) + 1] for flag in ("--tensor-parallel-size", "--nnodes", "--node-rank")}
+        assert flags == {"--tensor-parallel-size": "4", "--nnodes": "4", "--node-rank": str(index)}, argv
+        assert argv[argv.index("--master-addr") + 1] == f"10.253.{16 * int(sf.INSTANCE) + 1}.10", argv
+        assert ("--headless" in argv) == (index > 0), argv
+    body = sf.chat("hello four Sparks", max_tokens=8) | {"model": MODEL}
+    with sf.post("/v1/chat/completions", body) as response:
+        answer = json.load(response)
+    assert answer["usage"]["completion_tokens"] > 0, answer
+    record = quad["record"]
+    assert record["status"] == "passed" and record["acceptance"]["failures"] == [], record.get("reason")
+    assert record["effective_block"] == record["acceptance"]["readback"]["attention_block"] == 384, record["acceptance"]
+    rc, out = playbook("playbooks/status.yml", QUAD)
+    assert rc == 0 and "all 4 rank(s) alive" in out, out[-3000:]
+
+
+def test_one_download_then_every_copy_at_once_over_the_fabric(quad):
+    """The head alone fetched from the hub; the three other nodes got their copies from it over the fabric in
+    parallel (their rsync intervals, all on the head's clock, overlap), not one after the other."""
+    clients = {entry["client"] for entry in quad["hub"] if entry.get("file")}
+    assert clients <= {f"10.253.{16 * int(sf.INSTANCE)}.10"}, clients
+    copies = {}
+    for index in range(1, NODES):
+        rc, out = node_exec(index, f"cat {MANIFESTS}/models--spark-serve--{MODEL}@*.json")
+        assert rc == 0, out
+        copies[index] = json.loads(out)["copy"]
+    fresh = {index: copy for index, copy in copies.items() if stamp(copy["started"]) >= quad["started_at"]}
+    spans = {
+        index: (stamp(c["started"]) - quad["started_at"], stamp(c["ended"]) - quad["started_at"])
+        for index, c in fresh.items()
+    }
+    wall = (max(end for _, end in spans.values()) - min(start for start, _ in spans.values())).total_seconds()
+    total = sum(copy["bytes"] for copy in fresh.values())
+    fastest = max(
+        fresh[index]["bytes"] / 2**20 / (end - start).total_seconds() for index, (start, end) in spans.items()
+    )
+    print(
+        f"\n[quad fan-out] {len(fresh)} copies of {total // len(fresh) / 2**20:.0f} MiB from node-0: "
+        + ", ".join(f"node-{i} {a.total_seconds():.2f}-{b.total_seconds():.2f} s" for i, (a, b) in spans.items())
+        + f"; {total / 2**20 / wall:.0f} MiB/s together, the fastest stream {fastest:.0f} MiB/s"
+    )
+    assert fresh.keys() == {1, 2, 3}, copies
+    assert all(copy["source"] == "node-0" for copy in fresh.values()), fresh
+    assert max(start for start, _ in spans.values()) < min(end for _, end in spans.values()), spans
+
+
+def stamp(text):
+    return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f")
+
+
+def test_four_cpu_ranks_fit_this_machine(quad):
+    """The memory of the 4 CPU ranks (printed), held to what leaves the test tiers room on a 24 GiB machine."""
+    ranks = [memory_mib(index) for index in range(NODES)]
+    available = host_available_mib()
+    print(
+        f"\n[quad memory] ranks {[round(m) for m in ranks]} MiB, total {sum(ranks):.0f} MiB; host available "
+        f"{available} MiB"
+    )
+    assert sum(ranks) < 12 * 1024, ranks
+    assert available > 4 * 1024, available
+
+
+def test_a_missing_rail_a_rail_without_its_gid_and_a_wrong_mtu_are_refused_before_anything_starts(quad):
+    """Three nodes wrong at once, all named in one run, and the serving quad left exactly as it was."""
+    before = [sf.container_identity(index) for index in range(NODES)]
+    missing = rail_dir(3).with_name(f".{RAIL}")
+    rail_dir(3).rename(missing)
+    gid = rail_dir(1) / "ports" / "1" / "gids" / "3"
+    gid.write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
+    node_exec(2, f"ip link set dev {sf.FAST_NETDEV} mtu 1500")
+    try:
+        rc, out = sf.deploy(inventory=QUAD)
+    finally:
+        missing.rename(rail_dir(3))
+        add_second_rails()
+        node_exec(2, f"ip link set dev {sf.FAST_NETDEV} mtu {sf.FAST_MTU}")
+    assert rc != 0, out[-4000:]
+    assert f"node-3: RDMA port {RAIL}/1 not found" in out, out[-4000:]
+    assert f"node-1: rail {RAIL}/1 has no RoCE v2 GID at index 3" in out, out[-4000:]
+    assert f"node-2: {sf.FAST_NETDEV} live MTU is 1500, expected 9000" in out, out[-4000:]
+    assert re.search(r"node-0: DF ping at MTU 9000 .* to node-2 ", out), out[-4000:]
+    assert "Render this rank" not in out, "nothing may start after a failed fabric check"
+    assert [sf.container_identity(index) for index in range(NODES)] == before
+    assert sf.health() == 200
+
+
+def test_a_worker_killed_after_ready_is_named_by_status(quad):
+    node_exec(2, "docker kill spark-serve-rank2")
+    killed = time.monotonic()
+    rc, out = playbook("playbooks/status.yml", QUAD)
+    print(f"\n[quad dead worker after ready] status.yml answered {time.monotonic() - killed:.1f} s after the kill")
+    assert rc != 0 and "node-2 (rank 2): exited" in out, out[-3000:]
+    assert "site.yml --tags deploy" in out, out[-3000:]
+
+
+def test_a_worker_killed_mid_start_is_found_in_seconds_and_every_rank_stops(quad):
+    result = sf.kill_worker_during_start(worker=3, inventory=QUAD, nodes=NODES, model=MODEL)
+    out = result["out"]
+    assert result["seconds"] is not None, out[-4000:]
+    print(
+        f"\n[quad worker killed during start] detected {result['seconds']:.1f} s after the kill "
+        f"(engine's own timeout {sf.GLOO_TIMEOUT_S} s)"
+    )
+    assert result["rc"] != 0 and "rank 3 (node-3) failed first" in out, out[-4000:]
+    assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30, out[-4000:]
+    assert result["running"] == [], "a rank was left running"
+    assert result["cache_intact"] and result["worker_logs"], result
