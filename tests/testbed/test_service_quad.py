@@ -55,8 +55,10 @@ def host_available_mib():
 
 def fresh_cluster():
     """The quad's model gone from every node, so site.yml downloads it once and copies it to three nodes (nodes 2
-    and 3 are bare on a new machine; on later runs they keep their images, which the pull then only checks)."""
+    and 3 are bare on a new machine; on later runs they keep their images, which the pull then only checks). The
+    head forgets the copy's host keys too, so it learns three at once (a race that once lost one of them)."""
     cache = "/var/lib/spark-serve/huggingface"
+    node_exec(0, "rm -f /root/.ssh/spark_serve_hf_model_known_hosts")
     for index in range(NODES):
         node_exec(index, f"rm -rf {cache}/hub/models--spark-serve--{MODEL} {MANIFESTS}/models--spark-serve--{MODEL}@*")
 
