@@ -5,6 +5,7 @@ import http.server
 import importlib.util
 import json
 import threading
+import time
 
 import pytest
 
@@ -16,20 +17,36 @@ watchdog = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(watchdog)
 
 
+def metrics_text(running, waiting, tokens):
+    """vLLM v1 /metrics as the engine writes it (labels, a comment, a histogram), summed by the watchdog."""
+    labels = '{engine="0",model_name="tiny-llama"}'
+    return (
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+        f"vllm:num_requests_running{labels} {running}.0\n"
+        f"vllm:num_requests_waiting{labels} {waiting}.0\n"
+        f"vllm:generation_tokens_total{labels} {tokens}.0\n"
+        f'vllm:iteration_tokens_total_bucket{{engine="0",le="1.0"}} {tokens}.0\n'
+    )
+
+
 @pytest.fixture()
 def endpoint():
-    """A completions endpoint: answers with the status in `state['status']`; records Authorization headers."""
-    state = {"status": 200, "auth": [], "paths": []}
+    """A completions endpoint: answers with the status in `state['status']` after `state['delay']` seconds, and
+    /metrics with `state['metrics']` (idle by default); records Authorization headers and POSTed paths."""
+    state = {"status": 200, "auth": [], "paths": [], "delay": 0, "metrics": metrics_text(0, 0, 0)}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_response(200 if self.path == "/health" else 404)
+            body = state["metrics"].encode() if self.path == "/metrics" else b""
+            self.send_response(200 if self.path in ("/health", "/metrics") else 404)
             self.end_headers()
+            self.wfile.write(body)
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
             state["auth"].append(self.headers.get("Authorization"))
             state["paths"].append(self.path)
+            time.sleep(state["delay"])
             body = json.dumps({"choices": [{"text": "!"}]} if state["status"] == 200 else {"error": "dead"}).encode()
             self.send_response(state["status"])
             self.send_header("Content-Type", "application/json")
@@ -69,6 +86,8 @@ def node(monkeypatch):
                 answers["on_up"]()
             return 0, ""
         if argv[:2] == ["docker", "inspect"]:
+            if answers.get("no_daemon"):
+                return 1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
             return (0, answers["head"]) if answers["head"] else (1, "Error: No such object")
         if argv[0] == "ping":
             return (1, "") if argv[-1] in answers["unreachable"] else (0, "")
@@ -91,8 +110,10 @@ def config(tmp_path, port, **extra):
         "model": "tiny-llama",
         "peers": [{"host": "node-1", "address": "10.0.0.2"}],
         "mtu": 9000,
-        "generation_every_s": 0,
         "generation_timeout_s": 5,
+        "progress_timeout_s": 10,
+        "failed_looks": 1,
+        "load_timeout_s": 30,
         "secrets_file": "",
         "record_dir": str(tmp_path / "records"),
         "state_file": str(tmp_path / "state" / "state.json"),
@@ -140,12 +161,11 @@ def test_a_dead_head_is_recorded(tmp_path, node, endpoint):
     assert events(tmp_path)[0]["head_started_at"] is None
 
 
-def test_the_generation_waits_for_its_interval_and_sends_the_key(tmp_path, node, endpoint):
+def test_the_idle_generation_sends_the_key(tmp_path, node, endpoint):
     secrets = tmp_path / "secrets.env"
     secrets.write_text("VLLM_API_KEY=sk-test\n")
-    cfg = config(tmp_path, endpoint["port"], generation_every_s=3600, secrets_file=str(secrets))
-    assert watchdog.look(cfg) == [] and watchdog.look(cfg) == []
-    assert endpoint["auth"] == ["Bearer sk-test"], "one generation per interval"
+    assert watchdog.look(config(tmp_path, endpoint["port"], secrets_file=str(secrets))) == []
+    assert endpoint["auth"] == ["Bearer sk-test"]
 
 
 def test_disarmed_it_looks_at_nothing(tmp_path, node, endpoint):
@@ -161,13 +181,125 @@ def test_main_reads_the_config_file_and_exits_1_on_a_problem(tmp_path, node, end
     assert watchdog.main(["watchdog"]) == 2
 
 
+def stops(calls):
+    return [c for c in calls if c[:2] == ["docker", "stop"]]
+
+
+def test_it_acts_only_after_consecutive_failed_looks(tmp_path, node, endpoint):
+    answers, calls = node
+    cfg = config(tmp_path, endpoint["port"], failed_looks=2)
+    answers["unreachable"].add("10.0.0.2")
+    assert watchdog.look(cfg) == [] and not stops(calls), "one dropped ping is no fault"
+    assert events(tmp_path)[-1]["event"] == "look failed" and events(tmp_path)[-1]["look"] == 1
+    answers["unreachable"].clear()
+    assert watchdog.look(cfg) == [], "a good look starts the count again"
+    endpoint["status"] = 500
+    assert watchdog.look(cfg) == [] and not stops(calls)
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"] and len(stops(calls)) == 1
+
+
+def test_a_busy_service_is_judged_by_its_token_counters_and_never_probed(tmp_path, node, endpoint):
+    _, calls = node
+    cfg = config(tmp_path, endpoint["port"], generation_timeout_s=1, progress_timeout_s=3600)
+    endpoint["delay"] = 2  # a probe would queue behind the users' requests and time out
+    for tokens in range(1, 6):
+        endpoint["metrics"] = metrics_text(running=4, waiting=4, tokens=tokens * 100)
+        assert watchdog.look(cfg) == []
+    assert endpoint["paths"] == [] and not stops(calls) and events(tmp_path) == []
+
+
+def test_work_pending_without_token_progress_is_stuck(tmp_path, node, endpoint):
+    _, calls = node
+    endpoint["metrics"] = metrics_text(running=2, waiting=1, tokens=500)
+    cfg = config(tmp_path, endpoint["port"], progress_timeout_s=0, failed_looks=2)
+    assert watchdog.look(cfg) == []  # the first look with work pending starts the clock
+    assert watchdog.look(cfg) == []
+    problems = watchdog.look(cfg)
+    assert len(problems) == 1 and problems[0].startswith("3 request(s) running or waiting and no token progress")
+    assert endpoint["paths"] == [] and len(stops(calls)) == 1
+
+
+def test_an_idle_probe_that_queues_behind_a_new_request_is_no_failure(tmp_path, node, endpoint):
+    _, calls = node
+    endpoint["delay"] = 2
+
+    def arrive():
+        time.sleep(0.3)
+        endpoint["metrics"] = metrics_text(running=1, waiting=0, tokens=7)
+
+    threading.Thread(target=arrive, daemon=True).start()
+    assert watchdog.look(config(tmp_path, endpoint["port"], generation_timeout_s=1)) == []
+    assert not stops(calls) and events(tmp_path) == []
+
+
+def test_a_wedged_idle_engine_fails_its_probe(tmp_path, node, endpoint):
+    endpoint["delay"] = 2
+    problems = watchdog.look(config(tmp_path, endpoint["port"], generation_timeout_s=1))
+    assert problems == ["a generation failed: timed out"]
+
+
+def test_nothing_is_judged_while_the_docker_daemon_does_not_answer(tmp_path, node, endpoint):
+    answers, calls = node
+    answers["no_daemon"] = True
+    cfg = config(tmp_path, endpoint["port"], failed_looks=1)
+    assert watchdog.look(cfg) == [] and watchdog.look(cfg) == [] and not stops(calls) and events(tmp_path) == []
+
+
+def test_a_head_that_reloads_after_a_reboot_gets_its_load_time(tmp_path, node, endpoint, monkeypatch):
+    answers, _ = node
+    answers["head"] = "running " + time.strftime("%Y-%m-%dT%H:%M:%S.123456789Z", time.gmtime(time.time() - 20))
+    monkeypatch.setattr(watchdog, "health", lambda config: None)
+    endpoint["status"] = 500
+    cfg = config(tmp_path, endpoint["port"], load_timeout_s=600)
+    assert watchdog.look(cfg) == [] and endpoint["paths"] == [], "still loading: nothing judged"
+    assert watchdog.look(dict(cfg, load_timeout_s=10)) == ["a generation failed with HTTP 500"], "grace over"
+
+
+def test_a_head_seen_serving_gets_no_more_grace(tmp_path, node, endpoint, monkeypatch):
+    answers, _ = node
+    answers["head"] = "running " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 20))
+    cfg = config(tmp_path, endpoint["port"], load_timeout_s=600)
+    assert watchdog.look(cfg) == []
+    monkeypatch.setattr(watchdog, "health", lambda config: None)  # the API server froze
+    endpoint["status"] = 500
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"]
+
+
+def test_it_acts_and_says_so_when_the_record_folder_cannot_be_written(tmp_path, node, endpoint, capsys):
+    _, calls = node
+    (tmp_path / "records").write_text("a file where the folder should be")
+    endpoint["status"] = 500
+    assert watchdog.look(config(tmp_path, endpoint["port"])) == ["a generation failed with HTTP 500"]
+    assert len(stops(calls)) == 1
+    out = capsys.readouterr().out
+    assert '"event": "service unhealthy"' in out and "could not record the event above" in out
+
+
+def test_a_look_stands_down_when_a_deploy_disarmed_it_meanwhile(tmp_path, node, endpoint):
+    _, calls = node
+    endpoint["status"] = 500
+    path = tmp_path / "watchdog.json"
+    cfg = config(tmp_path, endpoint["port"], path=str(path))
+    path.write_text(json.dumps(dict(cfg, armed=False)))
+    assert watchdog.look(cfg) == [] and not stops(calls)
+
+
+def test_a_trip_against_an_earlier_head_is_forgotten_once_the_head_runs_again(tmp_path, node, endpoint):
+    answers, calls = node
+    endpoint["status"] = 500
+    cfg = config(tmp_path, endpoint["port"])
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"]
+    assert watchdog.look(cfg) == [], "stopped, and acted on"
+    answers["head"] = "running 2026-12-02T05:00:00Z"  # a deploy started the head again
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"] and len(stops(calls)) == 2
+
+
 def restart_config(tmp_path, port, **extra):
     return config(
         tmp_path,
         port,
         auto_restart=True,
         auto_restart_max=1,
-        load_timeout_s=30,
         project="spark-serve",
         compose_dir="/etc/spark-serve",
         key_file="/var/lib/spark-serve/watchdog/id_ed25519",
@@ -210,7 +342,8 @@ def test_a_failed_auto_restart_leaves_every_rank_stopped(tmp_path, node, endpoin
         assert "the head's last words" in kept.read(), "the head's log is kept before its container goes"
     assert actions(calls)[-2:] == ["stop", "down"] and answers["head"] is None, "stopped again after the failure"
     calls.clear()
-    assert watchdog.look(restart_config(tmp_path, endpoint["port"])) == [] and calls == [], "acts once"
+    assert watchdog.look(restart_config(tmp_path, endpoint["port"])) == []
+    assert [c[:2] for c in calls] == [["docker", "inspect"]], "it only looks: it acts once"
 
 
 def test_auto_restart_warms_up_like_the_deploy_before_its_generation(tmp_path, node, endpoint):

@@ -2,20 +2,31 @@
 """spark-serve watchdog: one look at a ready vLLM service from its head node, run every few seconds by a systemd
 timer (spark-serve-watchdog.timer), installed by the vllm_service role.
 
-Each run checks the head's engine container, DF-pings every worker over the fast link at the fabric's MTU and, at a
-longer interval, sends one tiny generation: /health stays 200 with a dead worker or a wedged scheduler, and only a
-generation needs every rank (each forward pass runs on all of them). On a problem it makes the service visibly
-unhealthy by stopping the head (its /health then fails for clients and load balancers), prints one event line (the
-journal keeps it) and appends it to the node's record folder. With the profile's `auto_restart`, it then restarts
-the whole service in the deploy's order: every rank stopped, the workers started (over SSH with a key that may only
-run the node's spark-serve-rank-control), then the head; the service must answer the profile's warm-up and a
-generation within the load time, else every rank is stopped again (the head's last log lines are kept). It acts
-once per fault and restarts at most `auto_restart_max` times between two deploys: the role resets its state after
-the next start, and disarms it while a start runs. Standard library only.
+Each look judges the service by its progress, never by how long one request takes: the head's engine container
+runs, every worker answers DF pings over the fast link at the fabric's MTU, and then
+- with requests running or waiting (the engine's /metrics), the engine's token counters must advance: stuck means
+  work pending and no token progress for `progress_timeout_s`; a busy service is never probed with a generation
+  that would queue behind its users' requests;
+- idle, one tiny generation must answer within `generation_timeout_s` (/health stays 200 with a dead worker or a
+  wedged engine core, and only a generation needs every rank). A generation that times out while the counters
+  advanced meanwhile (a request arrived) is no failure.
+It judges nothing while the Docker daemon does not answer, nor within `load_timeout_s` of the head container's start
+until /health answers (a reboot or a daemon restart reloads the engine), and it acts only after `failed_looks`
+consecutive failed looks, so one dropped ping or one slow answer never stops a service.
+On a problem it makes the service visibly unhealthy by stopping the head (its /health then fails for clients and
+load balancers), prints one event line (the journal keeps it; printed even when the record folder cannot be
+written) and appends it to the node's record folder. With the profile's `auto_restart`, it then restarts the whole
+service in the deploy's order: every rank stopped, the workers started (over SSH with a key that may only run the
+node's spark-serve-rank-control), then the head; the service must answer the profile's warm-up and a generation
+within the load time, else every rank is stopped again (the head's last log lines are kept). It acts once per fault
+and restarts at most `auto_restart_max` times between two deploys: the role resets its state after the next start,
+and disarms it while a start runs; a look re-reads its configuration before it acts and stands down when a deploy
+disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. Standard library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
 """
 
+import datetime
 import json
 import os
 import subprocess
@@ -33,11 +44,23 @@ def run(argv, timeout=30):
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
-def head_started_at(config):
-    """The head container's StartedAt when it runs, else None."""
+def head_status(config):
+    """("running", StartedAt) when the head container runs, ("down", None) when it does not, ("no daemon", None)
+    when the Docker daemon does not answer (restarting: nothing to judge, and nothing the watchdog could stop)."""
     rc, out = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.StartedAt}}", config["container"]])
     status = out.split()
-    return status[1] if rc == 0 and len(status) == 2 and status[0] == "running" else None
+    if rc == 0 and len(status) == 2 and status[0] == "running":
+        return "running", status[1]
+    return ("no daemon", None) if "docker daemon" in out.lower() else ("down", None)
+
+
+def seconds_since(started_at, now):
+    """Seconds from Docker's StartedAt (RFC 3339, nanoseconds) to `now` (epoch), or None when unreadable."""
+    try:
+        began = datetime.datetime.fromisoformat(started_at[:19]).replace(tzinfo=datetime.UTC)
+    except (TypeError, ValueError):
+        return None
+    return now - began.timestamp()
 
 
 def link_problems(config):
@@ -61,18 +84,23 @@ def api_key(config):
     return None
 
 
-def post_problem(config, path, body):
-    """None when the head answers `body` at `path` with at least one choice, else why not."""
-    request = urllib.request.Request(
+def request(config, path, body=None):
+    """A request to the head's API on loopback, with the key when the service has one."""
+    req = urllib.request.Request(
         f"http://127.0.0.1:{config['port']}{path}",
-        data=json.dumps(body).encode(),
+        data=None if body is None else json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
     key = api_key(config)
     if key:
-        request.add_header("Authorization", f"Bearer {key}")
+        req.add_header("Authorization", f"Bearer {key}")
+    return req
+
+
+def post_problem(config, path, body, timeout):
+    """None when the head answers `body` at `path` with at least one choice within `timeout`, else why not."""
     try:
-        with urllib.request.urlopen(request, timeout=config["generation_timeout_s"]) as response:
+        with urllib.request.urlopen(request(config, path, body), timeout=timeout) as response:
             choices = json.load(response).get("choices") or []
             return None if choices else "a generation returned no choices"
     except urllib.error.HTTPError as error:
@@ -81,9 +109,10 @@ def post_problem(config, path, body):
         return f"a generation failed: {error}"
 
 
-def generation_problem(config):
+def generation_problem(config, timeout=None):
     """None when one token comes back, else why not: every rank takes part in every forward pass."""
-    return post_problem(config, "/v1/completions", {"model": config["model"], "prompt": "ping", "max_tokens": 1})
+    body = {"model": config["model"], "prompt": "ping", "max_tokens": 1}
+    return post_problem(config, "/v1/completions", body, timeout or config["generation_timeout_s"])
 
 
 def warmup_problem(config):
@@ -99,10 +128,54 @@ def warmup_problem(config):
             "max_tokens": int(item.get("max_tokens", 16)),
             "messages": [{"role": "user", "content": content}],
         }
-        problem = post_problem(config, "/v1/chat/completions", body)
+        problem = post_problem(config, "/v1/chat/completions", body, config["load_timeout_s"])
         if problem:
             return f"warm-up {item.get('name')}: {problem}"
     return None
+
+
+# The engine's own counters (vLLM v1 /metrics, summed over engines and labels): requests pending, and every number
+# that moves while the engine steps: tokens generated and prefilled, steps, KV blocks in use (a chunked prefill of a
+# long prompt allocates blocks at each step before its first token), prefix-cache lookups and preemptions.
+PENDING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+PROGRESS = (
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
+    "vllm:iteration_tokens_total_count",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prefix_cache_queries_total",
+    "vllm:num_preemptions_total",
+)
+
+
+def parse_metrics(text):
+    """{name: value summed over its label sets} for PENDING and PROGRESS from Prometheus text."""
+    values = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in PENDING or name in PROGRESS:
+            try:
+                values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                continue
+    return values
+
+
+def read_metrics(config):
+    """The engine's counters, or None when /metrics does not answer within generation_timeout_s."""
+    try:
+        with urllib.request.urlopen(request(config, "/metrics"), timeout=config["generation_timeout_s"]) as answer:
+            return parse_metrics(answer.read().decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def progress_mark(values):
+    return [values.get(name, 0.0) for name in PROGRESS]
+
+
+def pending(values):
+    return int(sum(values.get(name, 0.0) for name in PENDING))
 
 
 def load_state(path):
@@ -114,19 +187,27 @@ def load_state(path):
 
 
 def save_state(path, state):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as out:
-        json.dump(state, out)
-    os.replace(path + ".tmp", path)
+    """Written whole (temp file, then rename); a state that cannot be written is said on stdout, never fatal."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as out:
+            json.dump(state, out)
+        os.replace(path + ".tmp", path)
+    except OSError as error:
+        print(f"spark-serve-watchdog: could not save the state to {path} ({error})", flush=True)
 
 
 def record(config, event):
-    """One event line: printed (the journal keeps it under systemd) and appended to the node's record folder."""
+    """One event line: printed (the journal keeps it under systemd) and appended to the node's record folder. A
+    folder that cannot be written (a full disk) is said on stdout too, and never stops the watchdog acting."""
     line = json.dumps(dict(event, time=time.strftime("%Y-%m-%dT%H:%M:%S%z")))
     print(f"spark-serve-watchdog: {line}", flush=True)
-    os.makedirs(config["record_dir"], exist_ok=True)
-    with open(os.path.join(config["record_dir"], "watchdog-events.jsonl"), "a", encoding="utf-8") as log:
-        log.write(line + "\n")
+    try:
+        os.makedirs(config["record_dir"], exist_ok=True)
+        with open(os.path.join(config["record_dir"], "watchdog-events.jsonl"), "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+    except OSError as error:
+        print(f"spark-serve-watchdog: could not record the event above ({error}); acting anyway", flush=True)
 
 
 def trip(config, started_at, problems, recover):
@@ -209,10 +290,10 @@ def restart_problem(config):
         if time.monotonic() - began > config["load_timeout_s"]:
             break
         dead = [p["host"] for p in config["peers"] if peer_command(config, p, "state", timeout=30)[1] != "running"]
-        if head_started_at(config) is None or dead:
+        if head_status(config)[0] != "running" or dead:
             return f"a rank stopped while the service loaded: {', '.join(dead) or 'the head'}"
         if health(config) == 200:
-            return warmup_problem(config) or generation_problem(config)
+            return warmup_problem(config) or generation_problem(config, config["load_timeout_s"])
         time.sleep(2)
     return f"not ready within {config['load_timeout_s']} s"
 
@@ -236,7 +317,7 @@ def auto_restart(config, state):
     seconds = round(time.monotonic() - began, 1)
     if problem is None:
         record(config, {"event": "auto-restart ready", "seconds": seconds, "restart": state["restarts"]})
-        state.update(tripped=False, generated_at=time.time())
+        state.update(tripped=False, failed_looks=0, progress_at=time.time())
         return
     record(
         config,
@@ -252,28 +333,97 @@ def auto_restart(config, state):
     stop_all(config)
 
 
+def busy_or_idle_problems(config, state, now):
+    """The engine's side of a look: with work pending, whether its counters advanced within progress_timeout_s;
+    idle, whether one generation answers (or the counters moved while it waited: a request arrived)."""
+    values = read_metrics(config)
+    if values is None:
+        return [f"/metrics did not answer within {config['generation_timeout_s']} s"]
+    mark, waiting = progress_mark(values), pending(values)
+    moved = mark != state.get("mark") or not state.get("busy")  # progress, or work that just arrived
+    state.update(mark=mark, busy=bool(waiting), progress_at=now if moved else state.get("progress_at", now))
+    if waiting:
+        stale = now - state["progress_at"]
+        if not moved and stale >= config["progress_timeout_s"]:
+            return [f"{waiting} request(s) running or waiting and no token progress for {stale:.0f} s"]
+        return []
+    problem = generation_problem(config)
+    if problem is None:
+        return []
+    after = read_metrics(config)
+    if after is not None and progress_mark(after) != mark and pending(after):
+        state.update(mark=progress_mark(after), busy=True, progress_at=time.time())
+        return []  # the probe queued behind a request that arrived meanwhile and progresses
+    return [problem]
+
+
+def judge(config, state, now):
+    """(verdict, problems) of one look: "skip" (nothing can be judged now), "ok" or "failed"."""
+    status, started_at = head_status(config)
+    if status == "no daemon":
+        return "skip", ["the Docker daemon does not answer"]
+    if state.get("tripped"):
+        if status != "running" or state.get("tripped_head") == started_at:
+            return "skip", ["acted on already"]  # the next start of the service resets the state
+        state.clear()  # the head was started again since the trip (a deploy): the trip is history
+    if status != "running":
+        return "failed", [f"head container {config['container']} is not running"]
+    age = seconds_since(started_at, now)
+    loading = state.get("ready_head") != started_at and age is not None and age < config["load_timeout_s"]
+    if loading and health(config) != 200:
+        return "skip", [f"head started {age:.0f} s ago and still loads (grace {config['load_timeout_s']} s)"]
+    problems = link_problems(config)
+    if problems:
+        return "failed", problems
+    problems = busy_or_idle_problems(config, state, now)
+    if problems:
+        return "failed", problems
+    state["ready_head"] = started_at  # seen serving: no more grace for this container
+    return "ok", []
+
+
+def still_armed(config):
+    """The configuration as it is on disk now: a deploy disarms it before it starts the ranks."""
+    try:
+        with open(config["path"], encoding="utf-8") as source:
+            return bool(json.load(source).get("armed"))
+    except (KeyError, OSError, ValueError):
+        return bool(config.get("armed"))
+
+
 def look(config):
-    """One look; returns the problems found (empty when healthy, disarmed or already acted on)."""
+    """One look; returns the problems it acted on (empty when healthy, disarmed, not yet sure or acted on)."""
     if not config.get("armed"):
         return []
     state = load_state(config["state_file"])
-    if state.get("tripped"):
-        return []  # acted on already: the next start of the service resets the state
-    started_at = head_started_at(config)
-    problems = [f"head container {config['container']} is not running"] if started_at is None else []
-    problems = problems or link_problems(config)
-    now = time.time()
-    if not problems and now - state.get("generated_at", 0) >= config["generation_every_s"]:
-        state["generated_at"] = now
-        problem = generation_problem(config)
-        problems += [problem] if problem else []
-    if problems:
-        restart = bool(config.get("auto_restart")) and state.get("restarts", 0) < config.get("auto_restart_max", 0)
-        trip(config, started_at, problems, "auto-restart" if restart else "ansible-playbook site.yml --tags deploy")
-        state["tripped"] = True
-        save_state(config["state_file"], state)  # acted on, even if the restart below is cut short
-        if restart:
-            auto_restart(config, state)
+    verdict, problems = judge(config, state, time.time())
+    if verdict != "failed":
+        state["failed_looks"] = 0 if verdict == "ok" else state.get("failed_looks", 0)
+        save_state(config["state_file"], state)
+        return []
+    state["failed_looks"] = state.get("failed_looks", 0) + 1
+    if state["failed_looks"] < config["failed_looks"]:
+        record(
+            config,
+            {
+                "event": "look failed",
+                "problems": problems,
+                "look": state["failed_looks"],
+                "acts_after": config["failed_looks"],
+            },
+        )
+        save_state(config["state_file"], state)
+        return []
+    if not still_armed(config):
+        print("spark-serve-watchdog: a deploy disarmed the watchdog meanwhile; standing down", flush=True)
+        return []
+    restart = bool(config.get("auto_restart")) and state.get("restarts", 0) < config.get("auto_restart_max", 0)
+    started_at = head_status(config)[1]
+    trip(config, started_at, problems, "auto-restart" if restart else "ansible-playbook site.yml --tags deploy")
+    state.update(tripped=True, tripped_head=started_at)
+    save_state(config["state_file"], state)  # acted on, even if the restart below is cut short
+    if restart:
+        auto_restart(config, state)
     save_state(config["state_file"], state)
     return problems
 
@@ -283,7 +433,7 @@ def main(argv):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8") as source:
-        config = json.load(source)
+        config = dict(json.load(source), path=argv[1])
     return 1 if look(config) else 0
 
 
