@@ -32,7 +32,10 @@ ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p
 from ansible.module_utils.rank_watch import (
     STAGES,
     STALLED,
+    Freeze,
+    evidence_command,
     link_problem,
+    parse_evidence,
     rank_verdict,
     stage_of,
     stall_sign,
@@ -69,6 +72,7 @@ ARGUMENT_SPEC = dict(
     stall_grace_s=dict(type="float", default=20),
     quiet_s=dict(type="float", default=15),
     rendezvous_probe_s=dict(type="float", default=5),
+    freeze_s=dict(type="float", default=10),
 )
 
 
@@ -85,6 +89,7 @@ class Rank:
         self.sign = self.sign_since = None  # the latest stall line and when the stall began
         self.log_mark, self.log_changed_at, self.probed_at = None, 0.0, 0.0
         self.waiting_at = None  # when the log first showed the rank at the rendezvous
+        self.freeze = Freeze()
 
     @property
     def label(self):
@@ -110,9 +115,10 @@ class Rank:
         return rc, out, to_text(err, errors="surrogate_or_replace")
 
     def observe(self, health_port=None, tail=400):
-        """(state, exit code, health, link, last log lines) in one round trip: state None when there is no
+        """(state, exit code, health, link, evidence, last log lines) in one round trip: state None when there is no
         container, health the HTTP status of /health on `health_port` (the head) or None, link the fast link's
-        `operstate mtu` from sysfs ("-" without a netdev)."""
+        `operstate mtu` from sysfs ("-" without a netdev), evidence the container's processes, their states, CPU
+        ticks and I/O bytes (rank_watch.parse_evidence; None when unreadable)."""
         probe = (
             f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' http://127.0.0.1:{health_port}/health"
             if health_port
@@ -122,23 +128,23 @@ class Rank:
         link = f"echo $(cat {sysfs}/operstate {sysfs}/mtu 2>/dev/null)" if sysfs else "echo -"
         rc, out, _ = self.run(
             f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {self.container} "
-            f"2>/dev/null || echo missing -1; {probe}; echo; {link}; "
+            f"2>/dev/null || echo missing -1; {probe}; echo; {link}; {evidence_command(self.container)}; "
             f"docker logs --tail {tail} {self.container} 2>&1",
             timeout=30,
         )
-        lines = out.splitlines()
-        status = lines[0].split() if lines else []
+        lines = out.splitlines() + ["", "", "", ""]
+        status = lines[0].split()
         state = status[0] if rc == 0 and len(status) == 2 and status[0] != "missing" else None
-        health = lines[1].strip() if len(lines) > 1 and lines[1].strip().isdigit() else None
-        link = lines[2].strip() if len(lines) > 2 else ""
-        return state, (int(status[1]) if state else None), health, link, lines[3:]
+        health = lines[1].strip() if lines[1].strip().isdigit() else None
+        evidence = parse_evidence(lines[3])
+        return state, (int(status[1]) if state else None), health, lines[2].strip(), evidence, lines[4:-4]
 
     def track(self, lines, elapsed):
         """Note the latest stall line, whether the log moved and when the rank reached the rendezvous; True when a
         new stall line calls for a re-probe."""
         if self.waiting_at is None and waits_at_rendezvous(lines):
             self.waiting_at = elapsed
-        mark = (len(lines), lines[-1] if lines else "")
+        mark = self.log_mark_of(lines)
         if mark != self.log_mark:
             self.log_mark, self.log_changed_at = mark, elapsed
         sign = stall_sign(lines)
@@ -147,6 +153,11 @@ class Rank:
             self.sign_since = elapsed if sign else None
         self.sign = sign
         return new
+
+    @staticmethod
+    def log_mark_of(lines):
+        """What changes when the rank logs a new line (the tail's length grows, or its last line changes)."""
+        return len(lines), lines[-1] if lines else ""
 
     def unreachable(self, peers, mtu):
         """Addresses of `peers` this node cannot DF-ping at the fabric's MTU (the largest unfragmented packet)."""
@@ -269,7 +280,9 @@ class ActionModule(ActionBase):
                 break
             health, due = None, []
             for rank in ranks:
-                state, code, rank_health, link, lines = rank.observe(health_port=port if rank is head else None)
+                state, code, rank_health, link, evidence, lines = rank.observe(
+                    health_port=port if rank is head else None
+                )
                 health = rank_health if rank is head else health
                 ok, stage, reason = rank_verdict(state, code, lines)
                 new_stage = stage_of(lines)
@@ -278,6 +291,12 @@ class ActionModule(ActionBase):
                     timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
                 if not ok:
                     return self.failed(result, ranks, rank, reason, started, log_dir, timeline)
+                frozen_s = rank.freeze.observe(evidence, rank.log_mark_of(lines), elapsed)
+                if frozen_s is not None and frozen_s >= args["freeze_s"]:
+                    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+                    return self.failed(
+                        result, ranks, rank, rank.freeze.reason(frozen_s, last), started, log_dir, timeline
+                    )
                 new_sign = rank.track(lines, elapsed)
                 problem = rank.netdev and link_problem(rank.netdev, args["mtu"], link)
                 if problem:

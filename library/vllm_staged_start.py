@@ -15,6 +15,9 @@ description:
     /health), printing elapsed time and stage reached.
   - On the first dead rank it stops every rank (SIGTERM, then the container), saves each rank's last log lines on
     the controller and fails naming the rank and the reason; model cache and images are untouched.
+  - A rank that is frozen (every process stopped, uninterruptible or a zombie, with no CPU time, I/O or log line
+    from look to look) fails the start after O(freeze_s), naming that rank and the evidence, not the rank that
+    waits for it.
   - A rank that is alive but cannot talk is found too. The fast link's state and MTU (sysfs) are read at every
     look and a link that is down or has another MTU fails the start naming its node. A rank whose latest log line
     is a stall line, or whose log stops moving, re-probes the fabric (DF pings between every pair of ranks at the
@@ -105,6 +108,13 @@ options:
         stuck in connect() logs nothing.
     type: float
     default: 5
+  freeze_s:
+    description:
+      - Seconds a rank may go without any progress (not a CPU tick, not a byte of I/O, no new log line) while every
+        process of its container is stopped, uninterruptible or a zombie, before the start fails naming that rank
+        and the evidence. A rank whose processes sleep (waiting for another rank) is never blamed for a freeze.
+    type: float
+    default: 10
 author:
   - spark-serve
 """

@@ -130,3 +130,72 @@ def timeouts(expected_load_s, distributed_timeout_s=None, backend="nccl", margin
     inner = distributed_timeout_s or ENGINE_DEFAULT_TIMEOUT_S[backend]
     outer = max(expected_load_s, inner) + margin_s
     return inner, outer
+
+
+# Process states (/proc/PID/stat) of a rank that cannot make progress by itself: stopped (SIGSTOP, a debugger),
+# traced, uninterruptible (a hung device or file system), zombie, dead. A rank whose processes sleep (S) may be
+# waiting for another rank, which is normal during a start: it is never blamed for a freeze.
+FROZEN_STATES = {"T": "stopped", "t": "traced", "D": "uninterruptible", "Z": "zombie", "X": "dead"}
+
+# One line from the node: `<processes> <their states> <CPU ticks> <I/O bytes>` (EVIDENCE_COMMAND's output).
+CLOCK_TICKS = 100  # USER_HZ on Linux
+
+
+def evidence_command(container):
+    """Shell that prints the container's progress evidence in one line: how many processes, the state letter of
+    each, their CPU time (utime + stime, clock ticks) and the bytes they read and wrote (rchar + wchar, sockets and
+    pipes included), from /proc on the node."""
+    return (
+        f"for p in $(docker top {container} -eo pid 2>/dev/null | tail -n +2); do "
+        "s=$(cut -d')' -f2- /proc/$p/stat 2>/dev/null) && "
+        "echo \"$s $(awk '/^(rchar|wchar):/{t+=$2} END{print t+0}' /proc/$p/io 2>/dev/null)\"; "
+        'done | awk \'{st=st $1; cpu+=$12+$13; io+=$NF; n++} END{print n+0, (st=="" ? "-" : st), cpu+0, io+0}\''
+    )
+
+
+def parse_evidence(line):
+    """(processes, states, cpu_ticks, io_bytes) from evidence_command's line, or None when unreadable."""
+    fields = line.split()
+    if len(fields) != 4 or not all(f.isdigit() for f in (fields[0], fields[2], fields[3])) or fields[0] == "0":
+        return None
+    return int(fields[0]), fields[1], int(fields[2]), int(fields[3])
+
+
+def describe_states(states):
+    """'stopped (state T)' when every process shares one state, else each state with its count."""
+    if len(set(states)) == 1:
+        return f"{FROZEN_STATES.get(states[0], states[0])} (state {states[0]})"
+    counts = ", ".join(f"{s} x{states.count(s)}" for s in sorted(set(states)))
+    return f"stopped, uninterruptible or zombie (states {counts})"
+
+
+class Freeze:
+    """Whether one rank is frozen: from look to look, not a CPU tick, not a byte of I/O and no new log line, while
+    every process of its container is stopped, uninterruptible or a zombie."""
+
+    def __init__(self):
+        self.previous = None  # (evidence, log mark) of the last look
+        self.since = None  # when the current frozen run began
+
+    def observe(self, evidence, log_mark, now):
+        """Seconds the rank has been frozen so far, or None when it moved, sleeps or cannot be read."""
+        previous, self.previous = self.previous, (evidence, log_mark)
+        if evidence is None or previous is None or previous[0] is None:
+            self.since = None
+            return None
+        (_, states, cpu, io), (_, _, cpu_before, io_before) = evidence, previous[0]
+        still = cpu == cpu_before and io == io_before and log_mark == previous[1]
+        if not (still and all(s in FROZEN_STATES for s in states)):
+            self.since = None
+            return None
+        self.since = now if self.since is None else self.since
+        return now - self.since
+
+    def reason(self, seconds, last_line):
+        """The evidence for the failure message."""
+        states = self.previous[0][1]
+        line = f"; last line: {last_line}" if last_line else "; no log line"
+        return (
+            f"every process {describe_states(states)}, 0.0 CPU s and 0 bytes of I/O in {seconds:.0f} s, "
+            f"no new log line{line}"
+        )

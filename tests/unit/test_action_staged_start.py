@@ -24,8 +24,18 @@ class Node:
     """One simulated node: every look at its rank returns the next snapshot (state, exit code, health, log lines)
     of its script and then keeps the last one."""
 
-    def __init__(self, script, listeners="", up=(0, "", ""), links=("up 9000",), unreachable="", port=(0, "", "")):
+    def __init__(
+        self,
+        script,
+        listeners="",
+        up=(0, "", ""),
+        links=("up 9000",),
+        unreachable="",
+        port=(0, "", ""),
+        evidence=("3 SSS 100 4096",),
+    ):
         self.script, self.listeners, self.up_answer = list(script), listeners, up
+        self.evidence = list(evidence)  # processes, states, CPU ticks, I/O bytes: sleeping and still by default
         self.links, self.unreachable, self.port = list(links), unreachable, port  # sysfs looks, ping, master port
         self.seen = 0
         self.probes = []
@@ -54,8 +64,9 @@ def nodes(monkeypatch):
         if command.startswith("docker inspect"):
             state, code, health, lines = node.script[min(node.seen, len(node.script) - 1)]
             link = node.links[min(node.seen, len(node.links) - 1)]
+            evidence = node.evidence[min(node.seen, len(node.evidence) - 1)]
             node.seen += 1
-            return 0, f"{state} {code}\n{health}\n{link}\n" + "\n".join(lines) + "\n", ""
+            return 0, f"{state} {code}\n{health}\n{link}\n{evidence}\n" + "\n".join(lines) + "\n", ""
         if command.startswith("for a in"):
             node.probes.append("ping")
             assert "ping -M do -s 8972 " in command, command  # DF at the fabric's MTU
@@ -119,6 +130,27 @@ def test_a_dead_worker_stops_every_rank_saves_logs_and_names_host_and_reason(nod
     assert saved == ["rank0-spark-a.log", "rank1-spark-b.log"]
     assert "RuntimeError: gloo lost rank 0" in Path(result["logs"][1]).read_text()
     assert check_returns("vllm_staged_start", RETURNS, result) == []
+
+
+def test_a_frozen_worker_is_blamed_with_its_evidence_not_the_head_that_waits_for_it(nodes, tmp_path):
+    cluster, _ = nodes
+    waiting = ["world_size=2 rank=0 distributed_init_method=tcp://10.0.0.1:29501 backend=gloo"]
+    cluster["spark-a"] = Node([("running", 0, "000", waiting)], evidence=("4 SSSS 900 70000",))
+    cluster["spark-b"] = Node(
+        [("running", 0, "-", LOADING)], evidence=("3 SRS 400 5000", "3 TTT 450 6000", "3 TTT 450 6000")
+    )
+    result = action(pair_args(tmp_path, freeze_s=0)).run(task_vars={})
+    assert (result["failed_rank"], result["failed_host"]) == (1, "spark-b")
+    assert result["reason"].startswith("every process stopped (state T), 0.0 CPU s and 0 bytes of I/O in 0 s")
+    assert result["reason"].endswith("no new log line; last line: Loading weights took 3.1 s")
+
+
+def test_ranks_that_sleep_while_they_wait_are_never_frozen(nodes, tmp_path):
+    cluster, _ = nodes
+    quiet = [("running", 0, "000", LOADING)] * 5
+    cluster["spark-a"] = Node(quiet + [("running", 0, "200", READY)], evidence=("4 SSSS 900 70000",))
+    cluster["spark-b"] = Node([("running", 0, "-", LOADING)], evidence=("3 SSD 450 6000",))
+    assert action(pair_args(tmp_path, freeze_s=0)).run(task_vars={})["ready"] is True
 
 
 def test_a_failed_compose_up_fails_at_once(nodes, tmp_path):

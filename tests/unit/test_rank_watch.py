@@ -2,8 +2,11 @@
 
 from ansible.module_utils.rank_watch import (
     STAGES,
+    Freeze,
+    describe_states,
     failure_reason,
     link_problem,
+    parse_evidence,
     rank_verdict,
     stage_of,
     stall_sign,
@@ -87,3 +90,27 @@ def test_eager_mode_is_no_compile_stage_and_the_rendezvous_is_read_from_its_own_
     )
     assert STAGES[stage_of([eager])][0] == "container started"
     assert not waits_at_rendezvous([eager]) and waits_at_rendezvous(HEAD_WAITING)
+
+
+def test_evidence_lines_are_read_or_refused():
+    assert parse_evidence("3 SRT 1234 56789") == (3, "SRT", 1234, 56789)
+    assert parse_evidence("0 - 0 0") is None, "no process seen: nothing to judge"
+    assert parse_evidence("") is None and parse_evidence("3 SRT x 1") is None
+
+
+def test_a_freeze_needs_no_progress_of_any_kind_and_no_process_that_can_run():
+    freeze = Freeze()
+    assert freeze.observe((2, "TT", 10, 99), (5, "last"), 0.0) is None
+    assert freeze.observe((2, "TT", 10, 99), (5, "last"), 1.0) == 0.0, "the frozen run starts here"
+    assert freeze.observe((2, "TT", 10, 99), (5, "last"), 12.0) == 11.0
+    assert freeze.observe((2, "TT", 11, 99), (5, "last"), 13.0) is None, "one CPU tick is progress"
+    assert freeze.observe((2, "TT", 11, 99), (6, "new"), 14.0) is None, "a log line is progress"
+    assert freeze.observe((2, "TT", 11, 100), (6, "new"), 15.0) is None, "a byte of I/O is progress"
+    assert freeze.observe((2, "TS", 11, 100), (6, "new"), 16.0) is None, "a sleeping process may be waiting"
+    assert freeze.observe(None, (6, "new"), 17.0) is None, "unreadable evidence is no freeze"
+
+
+def test_frozen_states_are_named():
+    assert describe_states("TTT") == "stopped (state T)"
+    assert describe_states("DD") == "uninterruptible (state D)"
+    assert describe_states("TDT") == "stopped, uninterruptible or zombie (states D x1, T x2)"
