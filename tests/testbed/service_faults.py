@@ -194,6 +194,19 @@ def master_port_dropped_during_start():
     return fault_during_start(0, f"iptables -I {rule}", f"iptables -D {rule}")
 
 
+def container_signal(index, signal):
+    """Shell for node `index`: send `signal` to every process of its engine container; fails when it has none."""
+    pids = f"$(docker top spark-serve-rank{index} -eo pid 2>/dev/null | tail -n +2)"
+    return f'pids={pids}; [ -n "$pids" ] && kill -{signal} $pids'
+
+
+def rank_frozen_during_start(index):
+    """(j) Every process of one rank's container stopped (SIGSTOP) mid-start: the container stays "running", its
+    log goes silent, and the other rank waits for it."""
+    thaw = container_signal(index, "CONT") + "; true"  # the failed start removed the container: nothing to thaw
+    return fault_during_start(index, container_signal(index, "STOP"), thaw)
+
+
 def image_source(relative):
     """Text of a file of the pinned engine image (read with `docker run cat` on node 0; test set-up only)."""
     image = json.loads((ROOT / ".testbed" / INSTANCE / "engine-image.json").read_text())

@@ -262,7 +262,7 @@ def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
     assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
 
 
-# The stalls: a rank alive but unable to talk. Each fault comes mid-start and must be found within 30 s, blaming the
+# The stalls: a rank alive but unable to talk, or frozen. Each fault comes mid-start and must be found within 30 s, blaming the
 # right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on Sparks).
 STALLS = {
     "link-down": (sf.link_down_during_start, "rank 1 (node-1)", "fast link enp1s0f1np1 is down"),
@@ -270,6 +270,16 @@ STALLS = {
         sf.mtu_lowered_during_start,
         "rank 1 (node-1)",
         "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000",
+    ),
+    "worker-frozen": (
+        lambda: sf.rank_frozen_during_start(1),
+        "rank 1 (node-1)",
+        "every process stopped (state T), 0.0 CPU s and 0 bytes of I/O in",
+    ),
+    "head-frozen": (
+        lambda: sf.rank_frozen_during_start(0),
+        "rank 0 (node-0)",
+        "every process stopped (state T), 0.0 CPU s and 0 bytes of I/O in",
     ),
     "master-port-dropped": (
         sf.master_port_dropped_during_start,
