@@ -262,8 +262,9 @@ def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
     assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
 
 
-# The stalls: a rank alive but unable to talk, or frozen. Each fault comes mid-start and must be found within 30 s, blaming the
-# right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on Sparks).
+# The stalls: a rank alive but unable to talk, or frozen. Each fault comes mid-start and must be found within 30 s,
+# blaming the right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on
+# Sparks).
 STALLS = {
     "link-down": (sf.link_down_during_start, "rank 1 (node-1)", "fast link enp1s0f1np1 is down"),
     "mtu-1500": (
