@@ -8,6 +8,7 @@ import ast
 import json
 import re
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -287,12 +288,14 @@ def kill_worker_after_ready():
 WATCHDOG_RUN = "/usr/bin/python3 /usr/local/lib/spark-serve/spark-serve-watchdog.py /etc/spark-serve/watchdog.json"
 WATCHDOG_EVENTS = "/var/lib/spark-serve/records/watchdog-events.jsonl"
 WATCHDOG_STATE = "/var/lib/spark-serve/watchdog/state.json"
+WATCHDOG_INTERVAL_S = 3  # inventories/testbed-*/group_vars/spark_nodes/vllm_service.yml
 
 
-def watchdog_timer_standin(interval_s=10, runs=30):
+def watchdog_timer_standin(runs=200):
     """What spark-serve-watchdog.timer does on a Spark, for test-bed nodes that run no systemd: the service's own
-    command every interval_s on the head, `runs` times at most. Returns the command that stops it."""
-    loop = f"for i in $(seq {runs}); do {WATCHDOG_RUN}; sleep {interval_s}; done"
+    command every interval (the inventory's vllm_service_watchdog_interval_s) on the head, `runs` times at most.
+    Returns the command that stops it."""
+    loop = f"for i in $(seq {runs}); do {WATCHDOG_RUN}; sleep {WATCHDOG_INTERVAL_S}; done"
     rc, out = node_exec(0, f"nohup sh -c '{loop}' >/tmp/spark-serve-watchdog.out 2>&1 </dev/null & echo $!")
     assert rc == 0, out
     return f"kill {out.strip()}; true"
@@ -311,7 +314,7 @@ def wait_for_the_watchdog(auto_restart, timeout_s):
         events = [e["event"] for e in watchdog_events()]
         if auto_restart and any(e.startswith("auto-restart") for e in events):
             return
-        if not auto_restart and events and not engine_containers(0):
+        if not auto_restart and "service unhealthy" in events and not engine_containers(0):
             return
         if time.monotonic() > deadline:
             break
@@ -323,14 +326,10 @@ def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60, restar
     """(i) The worker dies after ready while the head's watchdog runs: /health right after the kill, what
     while_dead() returns (run at once, e.g. status.yml), the seconds from the kill until clients see /health fail,
     without anyone running a playbook, and with the profile's auto_restart the seconds until a chat answers again."""
-    node_exec(0, f"rm -f {WATCHDOG_EVENTS} {WATCHDOG_STATE}")
     _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
     auto_restart = json.loads(config)["auto_restart"]
-    stop = watchdog_timer_standin()
+    stop = fresh_watchdog()
     try:
-        # Its first look (a generation on the healthy service) writes the state file.
-        rc, _ = node_exec(0, f"for i in $(seq 100); do test -s {WATCHDOG_STATE} && exit 0; sleep 0.2; done; exit 1")
-        assert rc == 0, "the watchdog's first look never finished"
         node_exec(1, "docker kill spark-serve-rank1")
         killed = time.monotonic()
         health_after_kill = health()
@@ -359,6 +358,125 @@ def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60, restar
         "rc": 0,
         "engine_timeout_s": None,
     }
+
+
+def fresh_watchdog():
+    """Forget earlier events and state, start the timer's stand-in and wait for its first finished look (a look at
+    the healthy service writes the state file). Returns the command that stops the stand-in."""
+    node_exec(0, f"rm -f {WATCHDOG_EVENTS} {WATCHDOG_STATE}")
+    stop = watchdog_timer_standin()
+    rc, _ = node_exec(0, f"for i in $(seq 100); do test -s {WATCHDOG_STATE} && exit 0; sleep 0.2; done; exit 1")
+    assert rc == 0, "the watchdog's first look never finished"
+    return stop
+
+
+class Load:
+    """A bounded client load on the head: `clients` threads, each sending long generations (ignore_eos, so every one
+    runs its max_tokens) back to back until `seconds` have passed. Counts answered and failed requests."""
+
+    def __init__(self, clients, max_tokens, seconds):
+        self.clients, self.max_tokens, self.seconds = clients, max_tokens, seconds
+        self.answered, self.failures, self.threads = 0, [], []
+        self.lock = threading.Lock()
+
+    def client(self, index, deadline):
+        for turn in range(10_000):
+            if time.monotonic() > deadline:
+                return
+            body = chat(f"client {index} turn {turn}: tell a long story", max_tokens=self.max_tokens, ignore_eos=True)
+            try:
+                with post("/v1/chat/completions", body, timeout=600) as response:
+                    json.load(response)
+                with self.lock:
+                    self.answered += 1
+            except (OSError, ValueError) as error:
+                with self.lock:
+                    self.failures.append(f"client {index}: {error}")
+                time.sleep(0.5)  # a dead service refuses at once: do not spin
+
+    def start(self):
+        deadline = time.monotonic() + self.seconds
+        self.threads = [
+            threading.Thread(target=self.client, args=(i, deadline), daemon=True) for i in range(self.clients)
+        ]
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def join(self, timeout_s):
+        for thread in self.threads:
+            thread.join(timeout=timeout_s)
+        return {"answered": self.answered, "failed": len(self.failures), "failures": self.failures[:5]}
+
+
+def metrics_value(name):
+    """One of the head's /metrics values summed over its label sets (None when /metrics does not answer)."""
+    try:
+        with urllib.request.urlopen(HEAD + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.split("{")[0] == name)
+
+
+def busy_service_under_the_watchdog(seconds=180, clients=8, max_tokens=1500):
+    """Every slot busy (4 on the pair) with long generations and as many requests queued, for `seconds`, while the
+    watchdog looks every few seconds: what it did, and what the clients saw."""
+    stop = fresh_watchdog()
+    before = container_identity(0)
+    try:
+        load = Load(clients, max_tokens, seconds).start()
+        peak = 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            running = metrics_value("vllm:num_requests_running") or 0
+            waiting = metrics_value("vllm:num_requests_waiting") or 0
+            peak = max(peak, running + waiting)
+            time.sleep(5)
+        clients_saw = load.join(timeout_s=900)
+    finally:
+        node_exec(0, stop)
+    return {
+        "events": watchdog_events(),
+        "same_head": container_identity(0) == before,
+        "peak_pending": peak,
+        **clients_saw,
+    }
+
+
+def engine_core_pid():
+    """The head's engine-core process (vLLM names it VLLM::EngineCore), as the node sees it."""
+    rc, out = node_exec(0, "docker top spark-serve-rank0 -eo pid,args | grep -F 'VLLM::EngineCore' | grep -v grep")
+    assert rc == 0 and out.split(), f"no engine core process in the head container: {out}"
+    return out.split()[0]
+
+
+def engine_core_frozen_under_the_watchdog(clients=0, timeout_s=60, restart_timeout_s=600):
+    """The head's engine core frozen (SIGSTOP) after ready, idle or with `clients` generating: seconds from the
+    freeze to the watchdog's trip, and what it did after (the testbed profile's auto_restart)."""
+    stop = fresh_watchdog()
+    load = Load(clients, 400, timeout_s).start() if clients else None
+    try:
+        if load:
+            for _ in range(100):  # until the load runs: requests in the engine
+                if (metrics_value("vllm:num_requests_running") or 0) > 0:
+                    break
+                time.sleep(0.2)
+        pid = engine_core_pid()
+        rc, out = node_exec(0, f"kill -STOP {pid}")
+        assert rc == 0, out
+        frozen = time.monotonic()
+        seconds = None
+        while time.monotonic() - frozen < timeout_s:
+            if any(e["event"] == "service unhealthy" for e in watchdog_events()):
+                seconds = round(time.monotonic() - frozen, 1)
+                break
+            time.sleep(0.5)
+        wait_for_the_watchdog(True, restart_timeout_s)
+    finally:
+        node_exec(0, stop)
+        node_exec(0, f"kill -CONT {pid} 2>/dev/null; true")
+    return {"seconds": seconds, "events": watchdog_events(), "load": load.join(timeout_s=120) if load else None}
 
 
 def where_the_key_shows(secret):

@@ -88,7 +88,8 @@ def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto
     load_s = sf.last_load_s()
     result = sf.kill_worker_under_the_watchdog(while_dead=lambda: playbook("playbooks/status.yml"))
     rc, out = result["while_dead"]
-    unhealthy, restarted = result["events"]
+    suspected = [e for e in result["events"] if e["event"] == "look failed"]
+    unhealthy, restarted = [e for e in result["events"] if e["event"] != "look failed"]
     print(
         f"\n[dead worker after ready] /health right after the kill: {result['health_after_kill']}; status.yml "
         f"reported it; the watchdog made /health fail {result['seconds']} s after the kill (no playbook run); "
@@ -100,10 +101,44 @@ def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto
     assert result["seconds"] is not None and result["seconds"] < 15, result
     assert unhealthy["event"] == "service unhealthy", unhealthy
     assert unhealthy["action"].startswith("stopping spark-serve-rank0") and unhealthy["recover"] == "auto-restart"
-    assert any("generation failed" in problem for problem in unhealthy["problems"]), unhealthy
+    seen = [problem for event in suspected + [unhealthy] for problem in event["problems"]]
+    assert any("generation failed" in p or "is not running" in p for p in seen), result["events"]
     assert restarted["event"] == "auto-restart ready", restarted
     assert restarted["seconds"] < load_s + 30, "one load, plus the stops and a generation"
     assert result["serving_again_s"] is not None and len(result["running"]) == 2, result
+
+
+def test_a_busy_service_is_never_stopped_by_the_watchdog(serving):
+    """Every slot of the pair busy with long generations and as many requests queued behind them for 3 minutes: the
+    watchdog reads the engine's token counters instead of queueing a probe, and never trips."""
+    result = sf.busy_service_under_the_watchdog()
+    failed_looks = [e for e in result["events"] if e["event"] == "look failed"]
+    trips = [e for e in result["events"] if e["event"] == "service unhealthy"]
+    print(
+        f"\n[busy service under the watchdog] {result['answered']} requests answered, {result['failed']} failed, "
+        f"peak {result['peak_pending']:.0f} requests running or waiting; watchdog: {len(trips)} trips, "
+        f"{len(failed_looks)} failed looks"
+    )
+    assert result["peak_pending"] > 4, "the load never filled every slot and queued more"
+    assert result["answered"] >= 8, result
+    assert trips == [] and failed_looks == [], result["events"]
+    assert result["failed"] == 0 and result["same_head"], result
+
+
+@pytest.mark.parametrize("clients", [0, 6], ids=["idle", "under-load"])
+def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(serving, clients):
+    result = sf.engine_core_frozen_under_the_watchdog(clients=clients)
+    trip = next((e for e in result["events"] if e["event"] == "service unhealthy"), None)
+    restarted = next((e for e in result["events"] if e["event"].startswith("auto-restart")), None)
+    print(
+        f"\n[engine core frozen, {clients} clients] the watchdog tripped {result['seconds']} s after the freeze: "
+        f"{trip and trip['problems']}; {restarted and restarted['event']} in {restarted and restarted['seconds']} s; "
+        f"clients: {result['load']}"
+    )
+    assert result["seconds"] is not None and result["seconds"] <= 15, result["events"]
+    busy = "request(s) running or waiting and no token progress"
+    assert any((busy if clients else "generation failed") in p for p in trip["problems"]), trip
+    assert restarted["event"] == "auto-restart ready", restarted
 
 
 def test_rerun_with_nothing_changed_restarts_nothing(serving):

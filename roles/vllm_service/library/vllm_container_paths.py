@@ -14,7 +14,11 @@ description:
     C(--download-dir), and the model: an absolute model directory's C(config.json), or for a hub id the cached
     snapshot of the pinned revision (C(refs/<revision>) or C(snapshots/<revision>)) under C(--download-dir) or
     C(HF_HUB_CACHE) or C(HF_HOME)/hub."
-  - Fails naming every missing path, what names it and the consequence; nothing is started or changed. A bind
+  - In the same container it reads the image's NCCL version (the nvidia-nccl wheel's metadata, else the versioned
+    C(libnccl.so.2.x), else C(NCCL_VERSION)) and refuses a cross-node start with CUDA graphs on an NCCL older than
+    2.30.4, which deadlocks on GB10 (vLLM issue #52504). A CPU image has no NCCL: the result says so.
+  - Fails naming every missing path, what names it and the consequence, and the NCCL fault; nothing is started or
+    changed. A bind
     mount whose source is missing on the node fails the same way (C(--mount) never creates it).
   - Read-only; supports check mode.
 options:
@@ -67,6 +71,10 @@ options:
     description: Who is checked, for messages (e.g. C(rank 1 (node-1))).
     type: str
     default: ""
+  cross_node:
+    description: Whether the ranks span several nodes (the NCCL check applies to cross-node tensor parallel).
+    type: bool
+    default: false
 author:
   - spark-serve
 """
@@ -94,12 +102,18 @@ missing:
   returned: always
   type: list
   elements: dict
+nccl:
+  description: The image's NCCL version (C(none) without NCCL) and what the check concluded.
+  returned: when the container ran
+  type: dict
+  sample: {version: 2.30.4, checked: "NCCL 2.30.4 (cross-node, CUDA graphs on): no known deadlock"}
 """
 
 import os
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.nccl_check import cuda_graph_deadlock, uses_cuda_graphs, version_script, what_was_checked
 
 MOE_FALLBACK = "the engine would silently fall back to its default MoE kernels"
 # Flags whose value is a path inside the container when it is absolute.
@@ -196,15 +210,15 @@ def main():
             tuned_tables=dict(type="list", elements="str", default=[]),
             revision=dict(type="str", default=""),
             label=dict(type="str", default=""),
+            cross_node=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     p = module.params
     found = checks(p)
     described = [{k: v for k, v in c.items() if k != "test"} for c in found]
-    if not found:
-        module.exit_json(changed=False, checked=[], missing=[])
-    script = "".join(f"{c['test']} || echo missing:{index}\n" for index, c in enumerate(found)) + "echo checked\n"
+    script = "".join(f"{c['test']} || echo missing:{index}\n" for index, c in enumerate(found))
+    script += version_script() + "\necho checked\n"
     command = ["docker", "run", "--rm", "--network", "none", "--pull", "never", "--entrypoint", "/bin/sh"]
     for mount in p["mounts"]:
         readonly = ",readonly" if mount["ro"] else ""
@@ -220,15 +234,24 @@ def main():
             missing=[],
         )
     missing = [described[int(line.split(":")[1])] for line in out.split() if line.startswith("missing:")]
-    if missing:
+    version = next((line.split(":", 1)[1] for line in out.split() if line.startswith("nccl:")), "none")
+    graphs = uses_cuda_graphs(p["argv"])
+    nccl = {"version": version, "checked": what_was_checked(version, p["cross_node"], graphs)}
+    problems = [f"{m['path']} ({m['what']}): {m['consequence']}" for m in missing]
+    deadlock = cuda_graph_deadlock(version, p["cross_node"], graphs)
+    if missing or deadlock:
+        paths = (
+            f"{len(missing)} path(s) the engine is told about do not exist in {p['image']} with the service's mounts"
+            if missing
+            else f"the image {p['image']} cannot run this start"
+        )
         module.fail_json(
-            msg=f"{who}{len(missing)} path(s) the engine is told about do not exist in {p['image']} with the "
-            "service's mounts; nothing was started: "
-            + " | ".join(f"{m['path']} ({m['what']}): {m['consequence']}" for m in missing),
+            msg=f"{who}{paths}; nothing was started: " + " | ".join(problems + ([deadlock] if deadlock else [])),
             checked=described,
             missing=missing,
+            nccl=nccl,
         )
-    module.exit_json(changed=False, checked=described, missing=[])
+    module.exit_json(changed=False, checked=described, missing=[], nccl=nccl)
 
 
 if __name__ == "__main__":
