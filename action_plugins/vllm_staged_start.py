@@ -37,9 +37,11 @@ from ansible.module_utils.rank_watch import (
     link_problem,
     parse_evidence,
     rank_verdict,
+    stacks_command,
     stage_of,
     stall_sign,
     timeouts,
+    top_frames,
     waits_at_rendezvous,
 )
 
@@ -73,6 +75,7 @@ ARGUMENT_SPEC = dict(
     quiet_s=dict(type="float", default=15),
     rendezvous_probe_s=dict(type="float", default=5),
     freeze_s=dict(type="float", default=10),
+    py_spy=dict(type="str", default="/usr/local/bin/py-spy"),
 )
 
 
@@ -180,6 +183,11 @@ class Rank:
         why = "timed out after 3 s" if rc == 124 else (out + err).strip().rsplit(": ", 1)[-1]
         return rc == 0 or "refused" in why.lower(), why
 
+    def stacks(self, py_spy):
+        """py-spy dumps of every process of the rank's container (empty when it has none left)."""
+        _, out, err = self.run(stacks_command(self.container, shlex.quote(py_spy)), timeout=300)
+        return (out + err).strip()
+
     def log_lines(self, tail=400):
         _, out, err = self.run(f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
         return (out + err).splitlines()
@@ -246,6 +254,7 @@ class ActionModule(ActionBase):
 
     def start(self, result, ranks, args):
         port, poll_s, log_dir = args["port"], args["poll_s"], args["log_dir"]
+        self.py_spy = args["py_spy"]
         inner, outer = timeouts(args["expected_load_s"], args["distributed_timeout_s"], args["backend"])
         display.display(
             f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
@@ -451,7 +460,9 @@ class ActionModule(ActionBase):
     def failed(self, result, ranks, culprit, reason, started, log_dir, timeline):
         elapsed = time.monotonic() - started
         display.display(f"[vllm] {elapsed:5.0f} s  DETECTED: {culprit.label} failed: {reason}; stopping every rank")
-        saved = self.collect_logs(ranks, log_dir)
+        folder = self.failure_folder(log_dir)
+        stacks, frames = self.collect_stacks(ranks, folder)  # before the stop: what every rank was doing
+        saved = self.collect_logs(ranks, folder)
         for rank in ranks:  # head first: it would otherwise keep waiting for the workers
             rank.down()
         message = (
@@ -459,6 +470,10 @@ class ActionModule(ActionBase):
             f"(SIGTERM, then container removal); model cache and images untouched. Last log lines: "
             f"{', '.join(saved) or 'none'}"
         )
+        if stacks:
+            message += f". Stacks (py-spy): {', '.join(stacks)}" + (
+                f"; top frames: {' | '.join(frames)}" if frames else ""
+            )
         display.display(f"[vllm] {elapsed:5.0f} s  FAILED: {message}")
         result.update(
             failed=True,
@@ -471,15 +486,40 @@ class ActionModule(ActionBase):
             seconds=round(elapsed, 1),
             timeline=timeline,
             logs=saved,
+            stacks=stacks,
         )
         return result
 
     @staticmethod
-    def collect_logs(ranks, log_dir):
+    def failure_folder(log_dir):
+        """The controller folder of this failure's logs and stacks, or None without a log_dir."""
         if not log_dir:
-            return []
+            return None
         folder = os.path.join(log_dir, time.strftime("%Y%m%dT%H%M%S"))
         os.makedirs(folder, exist_ok=True)
+        return folder
+
+    def collect_stacks(self, ranks, folder):
+        """(paths, top frames): every rank's py-spy dumps saved in `folder`, for ranks that still have processes."""
+        if not folder:
+            return [], []
+        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:  # every node at once
+            dumps = list(pool.map(lambda rank: rank.stacks(self.py_spy), ranks))
+        paths, frames = [], []
+        for rank, dump in zip(ranks, dumps, strict=True):
+            if not dump:
+                continue
+            path = os.path.join(folder, f"rank{rank.rank}-{rank.host}.stacks.txt")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(dump + "\n")
+            paths.append(path)
+            frames += [f"{rank.label} {frame}" for frame in top_frames(dump, limit=2)]
+        return paths, frames
+
+    @staticmethod
+    def collect_logs(ranks, folder):
+        if not folder:
+            return []
         saved = []
         for rank in ranks:
             path = os.path.join(folder, f"rank{rank.rank}-{rank.host}.log")

@@ -20,7 +20,7 @@ options:
     description:
       - The record's content. Required keys C(kind) (deploy or rollback), C(status) (passed or failed),
         C(inventory), C(profile_name), C(engine_version), C(image) (with C(ref)), C(model) (with C(id),
-        C(revision)). Usual keys C(profile), C(ranks), C(overlays), C(timings), C(acceptance), C(reason),
+        C(revision)). Usual keys C(profile), C(ranks), C(overlays), C(timings), C(stacks), C(acceptance), C(reason),
         C(effective_block), C(versions), C(restores).
     type: dict
     required: true

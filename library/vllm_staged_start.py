@@ -115,6 +115,13 @@ options:
         and the evidence. A rank whose processes sleep (waiting for another rank) is never blamed for a freeze.
     type: float
     default: 10
+  py_spy:
+    description:
+      - The node's py-spy (roles/py_spy). On a failed start, before any rank is stopped, every process of every
+        rank that still runs is dumped with C(py-spy dump --nonblocking) (a stopped process too); the dumps are
+        saved beside the collected logs, listed in the failure with the top frames quoted, and returned.
+    type: str
+    default: /usr/local/bin/py-spy
 author:
   - spark-serve
 """
@@ -167,6 +174,12 @@ reason:
   returned: failed
   type: str
   sample: "WorkerProc failed to start -- RuntimeError: gloo lost rank 0"
+stacks:
+  description: Controller paths of the py-spy stacks of every rank that still ran when the start failed.
+  returned: failed
+  type: list
+  elements: str
+  sample: [.spark-serve/logs/20261201T071500/rank1-spark-b.stacks.txt]
 logs:
   description: Controller paths of the saved log lines.
   returned: failed

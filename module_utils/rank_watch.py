@@ -199,3 +199,29 @@ class Freeze:
             f"every process {describe_states(states)}, 0.0 CPU s and 0 bytes of I/O in {seconds:.0f} s, "
             f"no new log line{line}"
         )
+
+
+def stacks_command(container, py_spy):
+    """Shell that dumps the stacks of every process of the container with py-spy, each after a `=== pid` header
+    naming its command line. --nonblocking reads a process without pausing it, so a stopped one can be read too."""
+    return (
+        f"for p in $(docker top {container} -eo pid 2>/dev/null | tail -n +2); do "
+        "echo \"=== pid $p: $(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; "
+        f"timeout 20 {py_spy} dump --nonblocking --pid $p 2>&1; done"
+    )
+
+
+def top_frames(dump, limit=3):
+    """'pid N (command): thread: top frame' for the first thread of each Python process in a stacks_command dump,
+    at most `limit` of them."""
+    found, header, thread = [], None, None
+    for line in dump.splitlines():
+        if line.startswith("=== pid "):
+            header, thread = line[len("=== pid ") :].strip(), None
+        elif header and line.startswith("Thread "):
+            thread = line.split(":", 1)[-1].strip().strip('"') if ":" in line else line.strip()
+        elif header and thread and line.startswith("    ") and line.strip():
+            pid, _, command = header.partition(": ")
+            found.append(f"pid {pid} ({command[:60].strip()}) {thread}: {line.strip()}")
+            header = thread = None
+    return found[:limit]

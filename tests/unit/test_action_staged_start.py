@@ -20,6 +20,17 @@ LOADING = ["world_size=2 rank=1", "Loading weights took 3.1 s"]
 DEAD = ["world_size=2 rank=1", "Traceback (most recent call last):", "RuntimeError: gloo lost rank 0"]
 
 
+STACKS = """=== pid 1: /sbin/docker-init -- vllm serve m --headless
+Error: Failed to find python version from target process
+=== pid 57: /opt/vllm/bin/python /opt/vllm/bin/vllm serve m --headless
+Process 57: /opt/vllm/bin/python /opt/vllm/bin/vllm serve m --headless
+Python v3.11.2 (/opt/vllm/bin/python3.11)
+
+Thread 57 (idle): "MainThread"
+    recv_into (gloo/pair.py:88)
+    init_process_group (torch/distributed/distributed_c10d.py:1690)"""
+
+
 class Node:
     """One simulated node: every look at its rank returns the next snapshot (state, exit code, health, log lines)
     of its script and then keeps the last one."""
@@ -33,9 +44,11 @@ class Node:
         unreachable="",
         port=(0, "", ""),
         evidence=("3 SSS 100 4096",),
+        stacks="",
     ):
         self.script, self.listeners, self.up_answer = list(script), listeners, up
         self.evidence = list(evidence)  # processes, states, CPU ticks, I/O bytes: sleeping and still by default
+        self.stacks = stacks  # what py-spy dumps of its processes
         self.links, self.unreachable, self.port = list(links), unreachable, port  # sysfs looks, ping, master port
         self.seen = 0
         self.probes = []
@@ -74,6 +87,8 @@ def nodes(monkeypatch):
         if command.startswith("timeout 3 bash -c 'exec 3<>/dev/tcp/10.0.0.1/29501'"):
             node.probes.append("port")
             return node.port
+        if command.startswith("for p in $(docker top") and "dump --nonblocking" in command:
+            return 0, node.stacks, ""
         if command.startswith("docker logs"):
             return 0, "\n".join(node.script[-1][3]) + "\n", ""
         raise AssertionError(f"unexpected command on {rank.host}: {command}")
@@ -139,10 +154,19 @@ def test_a_frozen_worker_is_blamed_with_its_evidence_not_the_head_that_waits_for
     cluster["spark-b"] = Node(
         [("running", 0, "-", LOADING)], evidence=("3 SRS 400 5000", "3 TTT 450 6000", "3 TTT 450 6000")
     )
-    result = action(pair_args(tmp_path, freeze_s=0)).run(task_vars={})
+    cluster["spark-b"].stacks = STACKS
+    result = action(pair_args(tmp_path, freeze_s=0, log_dir=str(tmp_path / "logs"))).run(task_vars={})
     assert (result["failed_rank"], result["failed_host"]) == (1, "spark-b")
     assert result["reason"].startswith("every process stopped (state T), 0.0 CPU s and 0 bytes of I/O in 0 s")
     assert result["reason"].endswith("no new log line; last line: Loading weights took 3.1 s")
+    (stacks,) = result["stacks"]
+    assert stacks.endswith("rank1-spark-b.stacks.txt") and Path(stacks).read_text().strip() == STACKS
+    assert (
+        "rank 1 (spark-b) pid 57 (/opt/vllm/bin/python /opt/vllm/bin/vllm serve m --headless) MainThread: "
+        in (result["msg"])
+    )
+    assert "recv_into (gloo/pair.py:88)" in result["msg"] and "pid 1 (" not in result["msg"], "tini is no Python"
+    assert check_returns("vllm_staged_start", RETURNS, result) == []
 
 
 def test_ranks_that_sleep_while_they_wait_are_never_frozen(nodes, tmp_path):
