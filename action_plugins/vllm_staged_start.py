@@ -38,6 +38,7 @@ from ansible.module_utils.rank_watch import (
     parse_evidence,
     rank_verdict,
     stacks_command,
+    stage_budgets,
     stage_of,
     stall_sign,
     timeouts,
@@ -76,6 +77,10 @@ ARGUMENT_SPEC = dict(
     rendezvous_probe_s=dict(type="float", default=5),
     freeze_s=dict(type="float", default=10),
     py_spy=dict(type="str", default="/usr/local/bin/py-spy"),
+    history=dict(
+        type="dict",
+        options=dict(record=dict(type="str", required=True), timings=dict(type="list", elements="dict", default=[])),
+    ),
 )
 
 
@@ -88,7 +93,7 @@ class Rank:
         self.container = spec["container"]
         self.address, self.netdev = spec.get("address"), spec.get("netdev")
         self.compose = f"docker compose -p {shlex.quote(project)} --project-directory {shlex.quote(compose_dir)}"
-        self.stage = 0
+        self.stage, self.stage_at = 0, 0.0  # the furthest stage its log proves, and when it got there
         self.sign = self.sign_since = None  # the latest stall line and when the stall began
         self.log_mark, self.log_changed_at, self.probed_at = None, 0.0, 0.0
         self.waiting_at = None  # when the log first showed the rank at the rendezvous
@@ -260,6 +265,13 @@ class ActionModule(ActionBase):
             f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
             f"this watch gives up after {outer} s (always longer)"
         )
+        budgets = stage_budgets(args["history"]["timings"]) if args["history"] else {}
+        self.history_record = args["history"]["record"] if budgets else None
+        if budgets:
+            display.display(
+                f"[vllm] stage budgets from the last passing start ({self.history_record}): "
+                + ", ".join(f"{stage} {budget:.0f} s" for stage, (_, budget) in budgets.items())
+            )
         for rank in ranks:
             rank.open()
         started = time.monotonic()
@@ -296,7 +308,7 @@ class ActionModule(ActionBase):
                 ok, stage, reason = rank_verdict(state, code, lines)
                 new_stage = stage_of(lines)
                 if new_stage > rank.stage:
-                    rank.stage = new_stage
+                    rank.stage, rank.stage_at = new_stage, elapsed
                     timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
                 if not ok:
                     return self.failed(result, ranks, rank, reason, started, log_dir, timeline)
@@ -327,6 +339,10 @@ class ActionModule(ActionBase):
                     return self.failed(
                         result, ranks, culprit, self.with_line(problem, [culprit] + ranks), started, log_dir, timeline
                     )
+            stuck = self.overstayed(ranks, elapsed, budgets, args["quiet_s"])
+            if stuck:
+                culprit, problem = stuck
+                return self.failed(result, ranks, culprit, problem, started, log_dir, timeline)
             if health == "200":
                 timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
                 display.display(f"[vllm] {elapsed:5.0f} s  ready: /health 200 and all {len(ranks)} rank(s) running")
@@ -372,6 +388,28 @@ class ActionModule(ActionBase):
             if rank.sign and elapsed - max(rank.sign_since, head.waiting_at) >= grace_s:
                 return rank
         return None
+
+    def overstayed(self, ranks, elapsed, budgets, quiet_s):
+        """(culprit, problem) when a rank has stayed in its stage past the budget the last passing start gives it
+        while no rank has logged a line for quiet_s; the culprit is the rank furthest behind (the others wait for
+        it). None without history, or while any rank still logs."""
+        if not budgets or any(elapsed - rank.log_changed_at < quiet_s for rank in ranks):
+            return None
+        over = [
+            r for r in ranks if STAGES[r.stage][0] in budgets and elapsed - r.stage_at > budgets[STAGES[r.stage][0]][1]
+        ]
+        if not over:
+            return None
+        culprit = min(ranks, key=lambda r: (r.stage, -r.rank))
+        stage = STAGES[over[0].stage][0]
+        stay, budget = budgets[stage]
+        quiet = min(elapsed - rank.log_changed_at for rank in ranks)
+        return culprit, (
+            f"{over[0].label} has been in stage '{stage}' for {elapsed - over[0].stage_at:.0f} s and no rank has "
+            f"logged a line for {quiet:.0f} s; the last passing start ({self.history_record}) spent {stay:.0f} s "
+            f"there (budget {budget:.0f} s: the longer of 3x and +120 s); {culprit.label} is furthest behind "
+            f"('{STAGES[culprit.stage][0]}')"
+        )
 
     def reprobe(self, ranks, args, elapsed):
         """(culprit rank, problem) from DF pings between every pair of ranks and a TCP connect from every worker

@@ -36,6 +36,11 @@ last_passed:
     C(src) (the stored text in C(<dir>/overlays)) and C(dest), ready for a rollback.
   returned: always
   type: dict
+last_timed_start:
+  description: Id and timeline (C(timings)) of the newest passing record whose start reached ready, or null; the
+    staged start's stage budgets come from it.
+  returned: always
+  type: dict
 latest:
   description: The newest record of the inventory whatever its status (what was deployed last), or null.
   returned: always
@@ -52,7 +57,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.deploy_record import last_passed
+from ansible.module_utils.deploy_record import last_passed, last_timed_start
 
 
 def main():
@@ -74,9 +79,11 @@ def main():
             for o in good.get("overlays", [])
         ]
     mine = [r for r in records if module.params["inventory"] in (None, r.get("inventory"))]
+    timed = last_timed_start(records, module.params["inventory"])
     module.exit_json(
         changed=False,
         last_passed=good,
+        last_timed_start={"record": timed["id"], "timings": timed["timings"]} if timed else None,
         latest=max(mine, key=lambda r: r["id"], default=None),
         records=[{key: r.get(key) for key in ("id", "kind", "status", "inventory")} for r in records],
     )

@@ -122,6 +122,23 @@ options:
         saved beside the collected logs, listed in the failure with the top frames quoted, and returned.
     type: str
     default: /usr/local/bin/py-spy
+  history:
+    description:
+      - The last passing start of this inventory (its record id and timeline). Each stage gets the budget
+        max(3x, +120 s) of the longest stay of any rank in that stage then; a rank past its stage's budget while no
+        rank has logged a line for O(quiet_s) fails the start naming the stage, the record and the rank furthest
+        behind. Without it the engine's own collective timeout stays the bound.
+    type: dict
+    suboptions:
+      record:
+        description: The record's id.
+        type: str
+        required: true
+      timings:
+        description: The record's timeline (C(seconds), C(event)), as this module returned it.
+        type: list
+        elements: dict
+        default: []
 author:
   - spark-serve
 """

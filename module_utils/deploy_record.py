@@ -47,6 +47,19 @@ def last_passed(records, inventory=None):
     return max(candidates, key=lambda r: r["id"], default=None)
 
 
+def last_timed_start(records, inventory=None):
+    """The newest passing record whose start reached ready (its timeline ends with ready): the staged start's stage
+    budgets come from it. A rerun that restarted nothing has no timeline and is skipped."""
+    candidates = [
+        r
+        for r in records
+        if r.get("status") == "passed"
+        and (inventory is None or r.get("inventory") == inventory)
+        and any(event.get("event", "").startswith("head /health 200") for event in r.get("timings") or [])
+    ]
+    return max(candidates, key=lambda r: r["id"], default=None)
+
+
 def readback_line(figures):
     """The engine's own logged figures beside the prediction (None where the log held none)."""
     if not figures:

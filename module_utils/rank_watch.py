@@ -4,6 +4,7 @@ Pure Python (no Ansible) so plain pytest can test it; the staged start (action_p
 and the liveness probe (library/vllm_ranks.py) use it.
 """
 
+import itertools
 import re
 
 # Stages in the order a rank passes them; each is recognised by the first log line that proves it.
@@ -225,3 +226,28 @@ def top_frames(dump, limit=3):
             found.append(f"pid {pid} ({command[:60].strip()}) {thread}: {line.strip()}")
             header = thread = None
     return found[:limit]
+
+
+READY_EVENT = "head /health 200, every rank running"
+
+
+def stage_budgets(timings, ratio=3.0, margin_s=120.0):
+    """{stage: (seconds a rank spent in it, budget)} from a passing start's timeline (the staged start's `timeline`
+    as its record keeps it): per stage the longest stay of any rank, and the budget max(ratio x, + margin_s). Empty
+    when the timeline never reached ready (no history to judge by)."""
+    ready = next((event["seconds"] for event in timings if event.get("event") == READY_EVENT), None)
+    if ready is None:
+        return {}
+    reached = {}
+    for event in timings:
+        label, _, what = event.get("event", "").partition(": ")
+        if what in dict(STAGES):
+            reached.setdefault(label, []).append((what, float(event["seconds"])))
+        elif label.endswith(" started") and label.startswith("rank "):
+            reached.setdefault(label[: -len(" started")], []).append((STAGES[0][0], float(event["seconds"])))
+    stays = {}
+    for stages in reached.values():
+        stages = sorted(stages, key=lambda stage: stage[1]) + [(None, float(ready))]
+        for (stage, began), (_, ended) in itertools.pairwise(stages):
+            stays[stage] = max(stays.get(stage, 0.0), ended - began)
+    return {stage: (stay, max(ratio * stay, stay + margin_s)) for stage, stay in stays.items()}

@@ -177,6 +177,42 @@ def test_ranks_that_sleep_while_they_wait_are_never_frozen(nodes, tmp_path):
     assert action(pair_args(tmp_path, freeze_s=0)).run(task_vars={})["ready"] is True
 
 
+HISTORY = {
+    "record": "20261203T100000Z-spark-pair-deploy",
+    "timings": [
+        {"seconds": 0.5, "event": "rank 1 (spark-b) started"},
+        {"seconds": 1.0, "event": "rank 0 (spark-a) started"},
+        {"seconds": 2.0, "event": "rank 0 (spark-a): waiting for ranks"},
+        {"seconds": 2.0, "event": "rank 1 (spark-b): waiting for ranks"},
+        {"seconds": 3.0, "event": "head /health 200, every rank running"},
+    ],
+}
+
+
+def test_a_start_silent_past_its_stage_budget_is_stuck_blaming_the_rank_furthest_behind(nodes, tmp_path):
+    cluster, _ = nodes
+    waiting = ["world_size=2 rank=0 distributed_init_method=tcp://10.0.0.1:29501 backend=gloo"]
+    cluster["spark-a"] = Node([("running", 0, "000", waiting)])
+    cluster["spark-b"] = Node([("running", 0, "-", [])])
+    args = pair_args(tmp_path, history=HISTORY, quiet_s=0, rendezvous_probe_s=3600)
+    with mock.patch.object(vllm_staged_start, "stage_budgets", return_value={"waiting for ranks": (1.0, 0.0)}):
+        result = action(args).run(task_vars={})
+    assert (result["failed_rank"], result["failed_host"]) == (1, "spark-b"), "the head waits for the worker"
+    assert "rank 0 (spark-a) has been in stage 'waiting for ranks' for " in result["reason"]
+    assert "the last passing start (20261203T100000Z-spark-pair-deploy) spent 1 s there" in result["reason"]
+    assert result["reason"].endswith("rank 1 (spark-b) is furthest behind ('container started')")
+
+
+def test_without_history_or_while_a_rank_logs_no_stage_budget_applies(nodes, tmp_path):
+    cluster, _ = nodes
+    logging = [[f"Loading safetensors checkpoint shards: {p}% Completed"] for p in range(0, 100, 20)]
+    cluster["spark-a"] = Node([("running", 0, "000", lines) for lines in logging] + [("running", 0, "200", READY)])
+    cluster["spark-b"] = Node([("running", 0, "-", LOADING)])
+    args = pair_args(tmp_path, history=HISTORY, quiet_s=0.5, rendezvous_probe_s=3600)
+    with mock.patch.object(vllm_staged_start, "stage_budgets", return_value={"container started": (0.0, 0.0)}):
+        assert action(args).run(task_vars={})["ready"] is True, "a rank that logs is never stuck"
+
+
 def test_a_failed_compose_up_fails_at_once(nodes, tmp_path):
     cluster, events = nodes
     cluster["spark-a"] = Node([("running", 0, "000", [])])

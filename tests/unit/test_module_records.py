@@ -17,6 +17,7 @@ RECORD = {
     "image": {"ref": "r/vllm@sha256:ab"},
     "model": {"id": "org/m", "revision": "fc694b54"},
 }
+READY = "head /health 200, every rank running"
 OVERLAY = {"src": "overlays/interface.py", "dest": "/vllm/platforms/interface.py", "content": "def f():\n    pass\n"}
 
 
@@ -123,6 +124,20 @@ def test_record_info_names_an_unreadable_record(tmp_path):
 def test_record_info_on_an_empty_directory_returns_nulls(tmp_path):
     result = run_module(vllm_record_info, {"dir": str(tmp_path)})
     assert (result["last_passed"], result["latest"], result["records"]) == (None, None, [])
+    assert result["last_timed_start"] is None
+
+
+def test_record_info_finds_the_last_passing_start_that_reached_ready(tmp_path):
+    timed = [{"seconds": 1.0, "event": "rank 1 (b) started"}, {"seconds": 40.0, "event": READY}]
+    for name, record in (
+        ("20990101T000000Z-spark-pair-deploy", dict(RECORD, timings=timed)),
+        ("20990101T000001Z-spark-pair-deploy", dict(RECORD, timings=[])),  # a rerun that restarted nothing
+        ("20990101T000002Z-spark-pair-deploy", dict(RECORD, status="failed", timings=timed)),
+    ):
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(record, id=name)))
+    result = run_module(vllm_record_info, {"dir": str(tmp_path), "inventory": "spark-pair"})
+    assert result["last_passed"]["id"] == "20990101T000001Z-spark-pair-deploy"
+    assert result["last_timed_start"] == {"record": "20990101T000000Z-spark-pair-deploy", "timings": timed}
 
 
 def test_record_info_refuses_an_option_it_no_longer_has(tmp_path):

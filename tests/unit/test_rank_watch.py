@@ -8,6 +8,7 @@ from ansible.module_utils.rank_watch import (
     link_problem,
     parse_evidence,
     rank_verdict,
+    stage_budgets,
     stage_of,
     stall_sign,
     timeouts,
@@ -114,3 +115,23 @@ def test_frozen_states_are_named():
     assert describe_states("TTT") == "stopped (state T)"
     assert describe_states("DD") == "uninterruptible (state D)"
     assert describe_states("TDT") == "stopped, uninterruptible or zombie (states D x1, T x2)"
+
+
+PASSING_START = [
+    {"seconds": 0.5, "event": "rank 1 (b) started"},
+    {"seconds": 1.0, "event": "rank 0 (a) started"},
+    {"seconds": 6.0, "event": "rank 0 (a): waiting for ranks"},
+    {"seconds": 9.0, "event": "rank 1 (b): loading weights"},
+    {"seconds": 10.0, "event": "rank 0 (a): loading weights"},
+    {"seconds": 70.0, "event": "rank 1 (b): weights loaded"},
+    {"seconds": 80.0, "event": "rank 0 (a): serving"},
+    {"seconds": 84.0, "event": "head /health 200, every rank running"},
+]
+
+
+def test_stage_budgets_come_from_the_longest_stay_of_any_rank_in_a_passing_start():
+    budgets = stage_budgets(PASSING_START)
+    assert budgets["container started"] == (8.5, 128.5), "rank 1: started 0.5 s, loading at 9 s"
+    assert budgets["loading weights"] == (70.0, 210.0), "rank 0 loaded 10-80 s: 3x beats +120 s"
+    assert budgets["weights loaded"] == (14.0, 134.0) and budgets["serving"] == (4.0, 124.0)
+    assert stage_budgets(PASSING_START[:-1]) == {}, "a start that never reached ready gives no budget"
