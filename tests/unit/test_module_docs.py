@@ -17,6 +17,7 @@ import pytest
 import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
+from ansible.plugins.action import spark_lock as spark_lock_action
 from ansible.plugins.action import spark_profile as spark_profile_action
 from ansible.plugins.action import vllm_staged_start as staged_start_action
 
@@ -26,6 +27,7 @@ LIBRARIES = ["library"] + sorted(str(path.relative_to(ROOT)) for path in ROOT.gl
 MODULES = {path.stem: library for library in LIBRARIES for path in sorted((ROOT / library).glob("*.py"))}
 # Modules whose work an action plugin does: the plugin holds the argument spec.
 ACTION_SPECS = {
+    "spark_lock": spark_lock_action.ARGUMENT_SPEC,
     "spark_profile": spark_profile_action.ARGUMENT_SPEC,
     "vllm_staged_start": staged_start_action.ARGUMENT_SPEC,
 }

@@ -1,9 +1,12 @@
 """roles/vllm_service/files/spark-serve-watchdog.py, the head's watchdog, against simulated docker/ping answers and a
 local OpenAI-style endpoint."""
 
+import contextlib
 import http.server
 import importlib.util
 import json
+import os
+import sys
 import threading
 import time
 
@@ -12,6 +15,7 @@ import pytest
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "roles" / "vllm_service" / "files" / "spark-serve-watchdog.py"
+sys.path.insert(0, str(ROOT / "module_utils"))  # the role installs inventory_lock.py beside the script
 SPEC = importlib.util.spec_from_file_location("spark_serve_watchdog", SCRIPT)
 watchdog = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(watchdog)
@@ -51,7 +55,8 @@ def endpoint():
             self.send_response(state["status"])
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(body)
+            with contextlib.suppress(BrokenPipeError):  # the watchdog timed out and left: what the test wanted
+                self.wfile.write(body)
 
         def log_message(self, *args):
             pass
@@ -117,6 +122,7 @@ def config(tmp_path, port, **extra):
         "secrets_file": "",
         "record_dir": str(tmp_path / "records"),
         "state_file": str(tmp_path / "state" / "state.json"),
+        "lock_file": str(tmp_path / "lock.json"),
         **extra,
     }
 
@@ -292,6 +298,37 @@ def test_a_trip_against_an_earlier_head_is_forgotten_once_the_head_runs_again(tm
     assert watchdog.look(cfg) == [], "stopped, and acted on"
     answers["head"] = "running 2026-12-02T05:00:00Z"  # a deploy started the head again
     assert watchdog.look(cfg) == ["a generation failed with HTTP 500"] and len(stops(calls)) == 2
+
+
+def test_a_look_judges_nothing_while_a_deploy_holds_the_lock(tmp_path, node, endpoint):
+    _, calls = node
+    endpoint["status"] = 500
+    holder = {"kind": "deploy", "host": "ctl", "pid": 1, "command": "ansible-playbook site.yml", "since": time.time()}
+    (tmp_path / "lock.json").write_text(json.dumps(holder))
+    assert watchdog.look(config(tmp_path, endpoint["port"])) == [] and calls == [] and endpoint["paths"] == []
+    holder["since"] = time.time() - 3 * 3600  # a controller that died mid-deploy must not disarm it for good
+    (tmp_path / "lock.json").write_text(json.dumps(holder))
+    assert watchdog.look(config(tmp_path, endpoint["port"])) == ["a generation failed with HTTP 500"]
+
+
+def test_it_acts_holding_the_lock_and_releases_it(tmp_path, node, endpoint, monkeypatch):
+    endpoint["status"] = 500
+    seen = []
+    monkeypatch.setattr(watchdog, "trip", lambda *args: seen.append(json.loads((tmp_path / "lock.json").read_text())))
+    dead = {"kind": "watchdog", "host": "head", "pid": 999999999, "since": 1, "token": "old"}
+    (tmp_path / "lock.json").write_text(json.dumps(dead))
+    assert watchdog.look(config(tmp_path, endpoint["port"])) == ["a generation failed with HTTP 500"]
+    assert seen[0]["kind"] == "watchdog" and seen[0]["token"] != "old", "a dead look's lock is taken over"
+    assert not (tmp_path / "lock.json").exists(), "released after acting"
+
+
+def test_it_stands_down_when_another_live_look_holds_the_lock(tmp_path, node, endpoint):
+    _, calls = node
+    endpoint["status"] = 500
+    alive = {"kind": "watchdog", "host": "head", "pid": os.getpid(), "since": time.time(), "token": "other"}
+    (tmp_path / "lock.json").write_text(json.dumps(alive))
+    assert watchdog.look(config(tmp_path, endpoint["port"])) == [] and not stops(calls)
+    assert json.loads((tmp_path / "lock.json").read_text())["token"] == "other", "never another's lock"
 
 
 def restart_config(tmp_path, port, **extra):

@@ -29,11 +29,16 @@ disarmed it meanwhile, and a trip recorded against an earlier head container is 
 import datetime
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import inventory_lock  # the role installs module_utils/inventory_lock.py beside this script
 
 
 def run(argv, timeout=30):
@@ -359,6 +364,9 @@ def busy_or_idle_problems(config, state, now):
 
 def judge(config, state, now):
     """(verdict, problems) of one look: "skip" (nothing can be judged now), "ok" or "failed"."""
+    held = deploy_holds_lock(config)
+    if held:
+        return "skip", [held]
     status, started_at = head_status(config)
     if status == "no daemon":
         return "skip", ["the Docker daemon does not answer"]
@@ -380,6 +388,75 @@ def judge(config, state, now):
         return "failed", problems
     state["ready_head"] = started_at  # seen serving: no more grace for this container
     return "ok", []
+
+
+def read_lock(config):
+    """The inventory lock's holder, None when free, {} when unreadable (inventory_lock.parse)."""
+    try:
+        with open(config["lock_file"], encoding="utf-8") as lock:
+            return inventory_lock.parse(lock.read())
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {}
+
+
+def pid_alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def deploy_holds_lock(config):
+    """Why a look must not judge now (a deploy or rollback holds the inventory's lock), or None."""
+    holder = read_lock(config)
+    if not holder or holder.get("kind") == "watchdog":
+        return None
+    may, why = inventory_lock.watchdog_may_act(holder, time.time(), None)
+    return None if may else why
+
+
+def take_lock(config):
+    """(token, None) once this process holds the inventory's lock, else (None, why not): nobody else may stop or
+    restart the service meanwhile, and a deploy that wants it stops this process first."""
+    holder = read_lock(config)
+    may, why = inventory_lock.watchdog_may_act(holder, time.time(), holder and pid_alive(holder.get("pid")))
+    if not may:
+        return None, why
+    me = {
+        "kind": "watchdog",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "command": "spark-serve-watchdog (stop, then restart when auto_restart)",
+        "since": time.time(),
+        "token": uuid.uuid4().hex,
+    }
+    path = config["lock_file"]
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(f"{path}.{me['token']}", "w", encoding="utf-8") as temp:
+            json.dump(me, temp)
+        if holder is None:
+            os.link(f"{path}.{me['token']}", path)  # fails when another run took it meanwhile
+        else:
+            os.replace(f"{path}.{me['token']}", path)  # a stale holder's lock
+    except OSError as error:
+        return None, f"could not take the lock {path}: {error}"
+    finally:
+        if os.path.exists(f"{path}.{me['token']}"):
+            os.unlink(f"{path}.{me['token']}")
+    return me["token"], None
+
+
+def release_lock(config, token):
+    holder = read_lock(config)
+    if holder and holder.get("token") == token:
+        try:
+            os.unlink(config["lock_file"])
+        except OSError as error:
+            print(f"spark-serve-watchdog: could not release the lock ({error})", flush=True)
 
 
 def still_armed(config):
@@ -414,9 +491,21 @@ def look(config):
         )
         save_state(config["state_file"], state)
         return []
-    if not still_armed(config):
-        print("spark-serve-watchdog: a deploy disarmed the watchdog meanwhile; standing down", flush=True)
+    token, why = take_lock(config)
+    if token is None or not still_armed(config):
+        print(f"spark-serve-watchdog: standing down: {why or 'a deploy disarmed the watchdog'}", flush=True)
+        if token:
+            release_lock(config, token)
         return []
+    try:
+        act(config, state, problems)
+    finally:
+        release_lock(config, token)
+    return problems
+
+
+def act(config, state, problems):
+    """Stop the head (and restart the service with auto_restart), holding the inventory's lock."""
     restart = bool(config.get("auto_restart")) and state.get("restarts", 0) < config.get("auto_restart_max", 0)
     started_at = head_status(config)[1]
     trip(config, started_at, problems, "auto-restart" if restart else "ansible-playbook site.yml --tags deploy")
@@ -425,7 +514,6 @@ def look(config):
     if restart:
         auto_restart(config, state)
     save_state(config["state_file"], state)
-    return problems
 
 
 def main(argv):
