@@ -479,6 +479,101 @@ def engine_core_frozen_under_the_watchdog(clients=0, timeout_s=60, restart_timeo
     return {"seconds": seconds, "events": watchdog_events(), "load": load.join(timeout_s=120) if load else None}
 
 
+class Run:
+    """A playbook run in the background whose output lines are kept with the time each arrived."""
+
+    def __init__(self, *args, inventory=PAIR):
+        command = [str(BIN / "ansible-playbook"), "-i", inventory, *args]
+        self.proc = subprocess.Popen(
+            command, cwd=ROOT, env=ENV_BASE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines = []
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self):
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line))
+
+    def first(self, text):
+        """When the first line holding `text` arrived, or None."""
+        return next((at for at, line in self.lines if text in line), None)
+
+    def wait_for(self, text, timeout_s):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.first(text) is not None:
+                return True
+            time.sleep(0.2)
+        return self.first(text) is not None
+
+    def finish(self, timeout_s=1800):
+        self.proc.wait(timeout=timeout_s)
+        self.reader.join(timeout=30)
+        return self.proc.returncode, "".join(line for _, line in self.lines)
+
+
+LOCK_TASK = "Take the inventory's lock on the head"
+REFUSED = "another change of this service is running"
+
+
+def two_deploys_at_once():
+    """A deploy that really starts the ranks (a changed argument), and a second one started while the first holds
+    the lock: the second's seconds from its lock task to its refusal, both outputs."""
+    first = Run(
+        "site.yml",
+        "--tags",
+        "deploy",
+        "-e",
+        json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}),
+    )
+    assert first.wait_for("[vllm] staged start", 900), "the first deploy never reached its start"
+    second = Run("site.yml", "--tags", "deploy")
+    second_rc, second_out = second.finish(900)
+    first_rc, first_out = first.finish()
+    took, refused = second.first(LOCK_TASK), second.first(REFUSED)
+    return {
+        "first_pid": first.proc.pid,
+        "first": (first_rc, first_out),
+        "second": (second_rc, second_out),
+        "refused_s": round(refused - took, 1) if took and refused else None,
+    }
+
+
+def deploy_during_an_auto_restart():
+    """The worker killed under the watchdog; once the watchdog holds the lock and restarts the pair, a deploy: it
+    must stop the restart, take the lock, start the pair and leave no trip behind."""
+    stop = fresh_watchdog()
+    try:
+        node_exec(1, "docker kill spark-serve-rank1")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(e["event"] == "service unhealthy" for e in watchdog_events()):
+            time.sleep(0.5)
+        _, lock = node_exec(0, "cat /var/lib/spark-serve/lock.json")
+        run = Run(
+            "site.yml",
+            "--tags",
+            "deploy",
+            "-e",
+            json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}),
+        )
+        rc, out = run.finish(1800)
+        time.sleep(2 * WATCHDOG_INTERVAL_S)  # two looks after the deploy
+    finally:
+        node_exec(0, stop)
+    _, state = node_exec(0, f"cat {WATCHDOG_STATE} 2>/dev/null")
+    _, lock_after = node_exec(0, "cat /var/lib/spark-serve/lock.json 2>/dev/null")
+    return {
+        "rc": rc,
+        "out": out,
+        "lock_during": json.loads(lock) if lock.strip().startswith("{") else None,
+        "lock_after": lock_after.strip(),
+        "state": json.loads(state) if state.strip().startswith("{") else {},
+        "events": watchdog_events(),
+        "health": health(),
+    }
+
+
 def where_the_key_shows(secret):
     """Every place the API key must never appear, each mapped to whether it does."""
     found = {

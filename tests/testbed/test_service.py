@@ -10,6 +10,7 @@ starts then follow one another (a failed start leaves nothing running, so they n
 """
 
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -139,6 +140,30 @@ def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(servin
     busy = "request(s) running or waiting and no token progress"
     assert any((busy if clients else "generation failed") in p for p in trip["problems"]), trip
     assert restarted["event"] == "auto-restart ready", restarted
+
+
+def test_a_second_deploy_is_refused_within_5_s_naming_the_first(serving):
+    result = sf.two_deploys_at_once()
+    (first_rc, first_out), (second_rc, second_out) = result["first"], result["second"]
+    print(f"\n[two deploys at once] the second was refused {result['refused_s']} s after its lock task")
+    assert first_rc == 0, first_out[-4000:]
+    assert second_rc != 0 and result["refused_s"] is not None and result["refused_s"] < 5, second_out[-4000:]
+    assert f"deploy by {socket.gethostname()} pid {result['first_pid']} (ansible-playbook " in second_out
+    assert "[vllm] staged start" not in second_out, "the second touched nothing"
+
+
+def test_a_deploy_stops_a_running_auto_restart_and_leaves_no_trip_behind(serving):
+    result = sf.deploy_during_an_auto_restart()
+    events = [e["event"] for e in result["events"]]
+    print(
+        f"\n[deploy during an auto-restart] lock held by {result['lock_during'] and result['lock_during']['kind']} "
+        f"when the deploy began; deploy rc {result['rc']}; watchdog events {events}; state after {result['state']}"
+    )
+    assert result["lock_during"] and result["lock_during"]["kind"] == "watchdog", result
+    assert result["rc"] == 0, result["out"][-4000:]
+    assert "took the lock over from watchdog by " in result["out"], result["out"][-4000:]
+    assert result["lock_after"] == "" and result["health"] == 200
+    assert not result["state"].get("tripped") and result["state"].get("failed_looks", 0) == 0, result["state"]
 
 
 def test_rerun_with_nothing_changed_restarts_nothing(serving):
