@@ -59,6 +59,7 @@ def test_single_node_serves_again_after_a_docker_restart(single):
     assert rc == 0, out
     container, started_at, policy = out.split()
     assert policy == "unless-stopped", out
+    stop_watchdog = sf.fresh_watchdog()  # its looks must leave the reloading engine alone
     rc, out = node_exec(0, "service docker restart", timeout=180)
     restarted = time.monotonic()
     assert rc == 0, out
@@ -74,8 +75,16 @@ def test_single_node_serves_again_after_a_docker_restart(single):
         if answered is None:
             time.sleep(1)
     seconds = time.monotonic() - restarted
-    print(f"\n[Docker restart, single node] served again {seconds:.0f} s after `service docker restart` returned")
+    time.sleep(3 * sf.WATCHDOG_INTERVAL_S)  # the watchdog's looks at the service once it serves again
+    node_exec(0, stop_watchdog)
+    events = sf.watchdog_events()
+    print(
+        f"\n[Docker restart, single node] served again {seconds:.0f} s after `service docker restart` returned; "
+        f"watchdog events meanwhile: {[e['event'] for e in events]}"
+    )
     assert answered and answered["usage"]["completion_tokens"] > 0, f"not serving {seconds:.0f} s after the restart"
+    assert not [e for e in events if e["event"] == "service unhealthy"], events
+    assert sf.health() == 200, "the watchdog stopped the service it should have left alone"
     rc, out = node_exec(0, "docker inspect -f '{{.Id}} {{.State.StartedAt}}' spark-serve-rank0")
     now_container, now_started_at = out.split()
     assert now_container == container and now_started_at != started_at, "Docker's policy, not a redeploy, restarted it"

@@ -251,6 +251,13 @@ def test_nothing_is_judged_while_the_docker_daemon_does_not_answer(tmp_path, nod
     assert watchdog.look(cfg) == [] and watchdog.look(cfg) == [] and not stops(calls) and events(tmp_path) == []
 
 
+def test_a_head_container_that_docker_restarts_is_not_judged(tmp_path, node, endpoint):
+    answers, calls = node
+    answers["head"] = "restarting 2026-12-02T03:00:00Z"
+    cfg = config(tmp_path, endpoint["port"])
+    assert watchdog.look(cfg) == [] and watchdog.look(cfg) == [] and not stops(calls) and endpoint["paths"] == []
+
+
 def test_a_head_that_reloads_after_a_reboot_gets_its_load_time(tmp_path, node, endpoint, monkeypatch):
     answers, _ = node
     answers["head"] = "running " + time.strftime("%Y-%m-%dT%H:%M:%S.123456789Z", time.gmtime(time.time() - 20))

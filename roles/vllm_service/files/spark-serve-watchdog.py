@@ -50,12 +50,13 @@ def run(argv, timeout=30):
 
 
 def head_status(config):
-    """("running", StartedAt) when the head container runs, ("down", None) when it does not, ("no daemon", None)
-    when the Docker daemon does not answer (restarting: nothing to judge, and nothing the watchdog could stop)."""
+    """("running", StartedAt) when the head container runs, ("restarting", StartedAt) while its restart policy brings
+    it back, ("down", None) when it does not run, ("no daemon", None) when the Docker daemon does not answer (nothing
+    to judge, and nothing the watchdog could stop)."""
     rc, out = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.StartedAt}}", config["container"]])
     status = out.split()
-    if rc == 0 and len(status) == 2 and status[0] == "running":
-        return "running", status[1]
+    if rc == 0 and len(status) == 2 and status[0] in ("running", "restarting"):
+        return status[0], status[1]
     return ("no daemon", None) if "docker daemon" in out.lower() else ("down", None)
 
 
@@ -370,6 +371,8 @@ def judge(config, state, now):
     status, started_at = head_status(config)
     if status == "no daemon":
         return "skip", ["the Docker daemon does not answer"]
+    if status == "restarting":
+        return "skip", ["Docker's restart policy is bringing the head container back"]
     if state.get("tripped"):
         if status != "running" or state.get("tripped_head") == started_at:
             return "skip", ["acted on already"]  # the next start of the service resets the state
