@@ -541,8 +541,14 @@ def two_deploys_at_once():
 
 
 def deploy_during_an_auto_restart():
-    """The worker killed under the watchdog; once the watchdog holds the lock and restarts the pair, a deploy: it
-    must stop the restart, take the lock, start the pair and leave no trip behind."""
+    """The worker killed under the watchdog; once the watchdog holds the lock and restarts the pair, a deploy of the
+    shipped profile: it must stop the restart, take the lock, start the pair and leave no trip behind. The pair first
+    runs a changed argument (as two_deploys_at_once leaves it), so that the deploy really starts the ranks."""
+    _, cmd = node_exec(0, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank0")
+    argv = json.loads(cmd) if cmd.strip().startswith("[") else []
+    if "--max-num-seqs" not in argv or argv[argv.index("--max-num-seqs") + 1] != "3":
+        rc, out = deploy("-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}))
+        assert rc == 0, out[-4000:]
     stop = fresh_watchdog()
     try:
         node_exec(1, "docker kill spark-serve-rank1")
@@ -550,14 +556,7 @@ def deploy_during_an_auto_restart():
         while time.monotonic() < deadline and not any(e["event"] == "service unhealthy" for e in watchdog_events()):
             time.sleep(0.5)
         _, lock = node_exec(0, "cat /var/lib/spark-serve/lock.json")
-        run = Run(
-            "site.yml",
-            "--tags",
-            "deploy",
-            "-e",
-            json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}),
-        )
-        rc, out = run.finish(1800)
+        rc, out = Run("site.yml", "--tags", "deploy").finish(1800)
         time.sleep(2 * WATCHDOG_INTERVAL_S)  # two looks after the deploy
     finally:
         node_exec(0, stop)
