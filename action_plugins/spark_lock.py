@@ -104,7 +104,13 @@ class ActionModule(ActionBase):
         if rc != 0:
             result.update(failed=True, msg=f"could not take the lock {path} on the head: {out.strip()}")
             return result
-        result.update(changed=True, token=me["token"], holder=me, msg="; ".join(notes) or f"lock {path} taken")
+        result.update(
+            changed=True,
+            token=me["token"],
+            holder=me,
+            stopped_watchdog=verdict == "stop",
+            msg="; ".join(notes) or f"lock {path} taken",
+        )
         return result
 
     def stop_watchdog(self, holder, timeout_s):

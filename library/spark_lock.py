@@ -59,6 +59,11 @@ token:
   description: What the release must present.
   returned: when taken
   type: str
+stopped_watchdog:
+  description: Whether a watchdog look or restart held the lock and was stopped; the ranks it left are in an unknown
+    state, so the deploy restarts them even when they run what the profile asks for.
+  returned: when taken
+  type: bool
 holder:
   description: The lock's holder (taken) or the one that refused this run (refused).
   returned: always

@@ -109,6 +109,7 @@ def test_a_running_watchdog_is_stopped_before_the_deploy_takes_the_lock(head, tm
         assert time.monotonic() - started < 5, "SIGTERM ends it: no wait for the SIGKILL"
         assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
         assert result["changed"] and result["msg"].startswith("took the lock over from watchdog by head")
+        assert result["stopped_watchdog"] is True, "the deploy restarts what the stopped restart left"
     finally:
         subprocess.run(["kill", "-9", str(pid)], capture_output=True)
 
