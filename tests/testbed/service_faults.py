@@ -370,6 +370,25 @@ def fresh_watchdog():
     return stop
 
 
+def one_dropped_ping_under_the_watchdog(timeout_s=30):
+    """Node 1 drops the DF pings of the head's fast link until one watchdog look has failed, then answers again: the
+    watchdog's events afterwards (it must note the failed look and act on nothing)."""
+    rule = f"INPUT -i {FAST_NETDEV} -p icmp --icmp-type echo-request -j DROP"
+    stop = fresh_watchdog()
+    try:
+        rc, out = node_exec(1, f"iptables -I {rule}")
+        assert rc == 0, out
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not any(e["event"] == "look failed" for e in watchdog_events()):
+            time.sleep(0.2)
+        node_exec(1, f"iptables -D {rule}")
+        time.sleep(3 * WATCHDOG_INTERVAL_S)  # the looks after it
+    finally:
+        node_exec(1, f"iptables -D {rule} 2>/dev/null; true")
+        node_exec(0, stop)
+    return {"events": watchdog_events(), "health": health()}
+
+
 class Load:
     """A bounded client load on the head: `clients` threads, each sending long generations (ignore_eos, so every one
     runs its max_tokens) back to back until `seconds` have passed. Counts answered and failed requests."""

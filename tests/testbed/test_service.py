@@ -126,6 +126,14 @@ def test_a_busy_service_is_never_stopped_by_the_watchdog(serving):
     assert result["failed"] == 0 and result["same_head"], result
 
 
+def test_one_dropped_ping_is_noted_and_never_acted_on(serving):
+    result = sf.one_dropped_ping_under_the_watchdog()
+    failed = [e for e in result["events"] if e["event"] == "look failed"]
+    print(f"\n[one dropped DF ping] watchdog events: {[e['event'] for e in result['events']]}")
+    assert len(failed) == 1 and "drops DF pings" in failed[0]["problems"][0], result["events"]
+    assert not [e for e in result["events"] if e["event"] == "service unhealthy"] and result["health"] == 200
+
+
 @pytest.mark.parametrize("clients", [0, 6], ids=["idle", "under-load"])
 def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(serving, clients):
     result = sf.engine_core_frozen_under_the_watchdog(clients=clients)
