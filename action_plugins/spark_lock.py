@@ -105,7 +105,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=f"could not take the lock {path} on the head: {out.strip()}")
             return result
         result.update(
-            changed=True,
+            changed=holder is not None,  # a lock of our own is transient: only replacing another's changes anything
             token=me["token"],
             holder=me,
             stopped_watchdog=verdict == "stop",
@@ -138,8 +138,10 @@ class ActionModule(ActionBase):
         """Remove the lock only when it is still ours (the token): never another run's."""
         holder = self.read(args["path"])
         if not holder or holder.get("token") != args["token"]:
-            result.update(changed=False, msg=f"not ours to release: {describe(holder) if holder else 'no lock'}")
+            result.update(
+                changed=False, released=False, msg=f"not ours to release: {describe(holder) if holder else 'no lock'}"
+            )
             return result
         self.shell(f"rm -f {shlex.quote(args['path'])}")
-        result.update(changed=True, msg=f"lock {args['path']} released")
+        result.update(changed=False, released=True, msg=f"lock {args['path']} released")
         return result

@@ -55,6 +55,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+released:
+  description: Whether the release removed the lock (only this run's own). A lock of one's own is transient, so
+    neither taking nor releasing it reports a change; taking over another's does.
+  returned: when released
+  type: bool
 token:
   description: What the release must present.
   returned: when taken

@@ -68,15 +68,15 @@ def test_a_second_deploy_is_refused_naming_the_first_and_the_first_releases(head
     monkeypatch.setattr(spark_lock, "controller_pid_alive", lambda pid: True)  # the first run goes on
     path = str(tmp_path / "lock.json")
     first = run({"path": path})
-    assert first["changed"] and len(first["token"]) == 32
+    assert first["changed"] is False and len(first["token"]) == 32, "a rerun that changes nothing says changed=0"
     held = json.loads((tmp_path / "lock.json").read_text())
     assert held["pid"] == os.getppid() and held["kind"] == "deploy" and held["token"] == first["token"]
     second = run({"path": path})
     assert second["failed"] and second["msg"].startswith("another change of this service is running: deploy by ")
     assert f"pid {os.getppid()}" in second["msg"]
-    assert run({"path": path, "state": "released", "token": "not-mine"})["changed"] is False
+    assert run({"path": path, "state": "released", "token": "not-mine"})["released"] is False
     assert (tmp_path / "lock.json").exists(), "never another run's lock"
-    assert run({"path": path, "state": "released", "token": first["token"]})["changed"] is True
+    assert run({"path": path, "state": "released", "token": first["token"]})["released"] is True
     assert not (tmp_path / "lock.json").exists()
     assert check_returns("spark_lock", RETURNS, first) == []
 
