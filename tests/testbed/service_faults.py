@@ -360,6 +360,18 @@ def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60, restar
     }
 
 
+def watchdog_looks(count, timeout_s=60):
+    """Until the watchdog has finished `count` more looks (each one rewrites its state file), bounded in time."""
+    seen, deadline = set(), time.monotonic() + timeout_s
+    for _ in range(int(timeout_s / 0.3) + 1):
+        _, stamp = node_exec(0, f"stat -c %y {WATCHDOG_STATE} 2>/dev/null")
+        seen.add(stamp.strip())
+        if len(seen) > count or time.monotonic() > deadline:
+            return len(seen) > count
+        time.sleep(0.3)
+    return False
+
+
 def fresh_watchdog():
     """Forget earlier events and state, start the timer's stand-in and wait for its first finished look (a look at
     the healthy service writes the state file). Returns the command that stops the stand-in."""
@@ -382,7 +394,7 @@ def one_dropped_ping_under_the_watchdog(timeout_s=30):
         while time.monotonic() < deadline and not any(e["event"] == "look failed" for e in watchdog_events()):
             time.sleep(0.2)
         node_exec(1, f"iptables -D {rule}")
-        time.sleep(3 * WATCHDOG_INTERVAL_S)  # the looks after it
+        assert watchdog_looks(2), "the watchdog stopped looking"
     finally:
         node_exec(1, f"iptables -D {rule} 2>/dev/null; true")
         node_exec(0, stop)
@@ -576,7 +588,7 @@ def deploy_during_an_auto_restart():
             time.sleep(0.5)
         _, lock = node_exec(0, "cat /var/lib/spark-serve/lock.json")
         rc, out = Run("site.yml", "--tags", "deploy").finish(1800)
-        time.sleep(2 * WATCHDOG_INTERVAL_S)  # two looks after the deploy
+        assert watchdog_looks(2), "the watchdog stopped looking after the deploy"
     finally:
         node_exec(0, stop)
     _, state = node_exec(0, f"cat {WATCHDOG_STATE} 2>/dev/null")

@@ -75,7 +75,7 @@ def test_single_node_serves_again_after_a_docker_restart(single):
         if answered is None:
             time.sleep(1)
     seconds = time.monotonic() - restarted
-    time.sleep(3 * sf.WATCHDOG_INTERVAL_S)  # the watchdog's looks at the service once it serves again
+    assert sf.watchdog_looks(2), "the watchdog stopped looking"  # its looks at the service once it serves again
     node_exec(0, stop_watchdog)
     events = sf.watchdog_events()
     print(
