@@ -282,10 +282,12 @@ def test_it_acts_and_says_so_when_the_record_folder_cannot_be_written(tmp_path, 
     _, calls = node
     (tmp_path / "records").write_text("a file where the folder should be")
     endpoint["status"] = 500
-    assert watchdog.look(config(tmp_path, endpoint["port"])) == ["a generation failed with HTTP 500"]
+    cfg = config(tmp_path, endpoint["port"], lock_file=str(tmp_path / "records" / "lock.json"))
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"]
     assert len(stops(calls)) == 1
     out = capsys.readouterr().out
     assert '"event": "service unhealthy"' in out and "could not record the event above" in out
+    assert "could not write the lock" in out and "acting without it" in out
 
 
 def test_a_look_stands_down_when_a_deploy_disarmed_it_meanwhile(tmp_path, node, endpoint):

@@ -423,7 +423,8 @@ def deploy_holds_lock(config):
 
 def take_lock(config):
     """(token, None) once this process holds the inventory's lock, else (None, why not): nobody else may stop or
-    restart the service meanwhile, and a deploy that wants it stops this process first."""
+    restart the service meanwhile, and a deploy that wants it stops this process first. ("", None) when the lock
+    cannot be written at all: the watchdog acts anyway."""
     holder = read_lock(config)
     may, why = inventory_lock.watchdog_may_act(holder, time.time(), holder and pid_alive(holder.get("pid")))
     if not may:
@@ -445,8 +446,9 @@ def take_lock(config):
             os.link(f"{path}.{me['token']}", path)  # fails when another run took it meanwhile
         else:
             os.replace(f"{path}.{me['token']}", path)  # a stale holder's lock
-    except OSError as error:
-        return None, f"could not take the lock {path}: {error}"
+    except OSError as error:  # a full disk: never fail open, act without the lock and say so
+        print(f"spark-serve-watchdog: could not write the lock {path} ({error}); acting without it", flush=True)
+        return "", None
     finally:
         if os.path.exists(f"{path}.{me['token']}"):
             os.unlink(f"{path}.{me['token']}")
