@@ -254,10 +254,19 @@ def inner_daemon_json(index):
     }
 
 
+def authorizes(name, pubkey):
+    """Whether the running node `name` was started with this checkout's key (another checkout's node refuses it)."""
+    env = docker("inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", name, check=False).stdout
+    return f"TESTBED_AUTHORIZED_KEY={pubkey}" in env.splitlines()
+
+
 def start_node(index, image, pubkey):
     name = f"{PREFIX}-node-{index}"
     if container_state(name) == "running":
-        return name
+        if authorizes(name, pubkey):
+            return name
+        log(f"{name} was started by another checkout (its SSH key): starting it again with this one's")
+        docker("rm", "-f", name)
     node_dir = STATE / f"node-{index}"
     node_dir.mkdir(parents=True, exist_ok=True)
     sysfs = node_dir / "sys"
