@@ -17,6 +17,9 @@ options:
   inventory:
     description: Only records of this inventory.
     type: str
+  image_digest:
+    description: Only starts of this image for C(last_timed_start) (the stage budgets of the staged start).
+    type: str
 author:
   - spark-serve
 """
@@ -37,8 +40,8 @@ last_passed:
   returned: always
   type: dict
 last_timed_start:
-  description: Id and timeline (C(timings)) of the newest passing record whose start reached ready, or null; the
-    staged start's stage budgets come from it.
+  description: Id and timeline (C(timings)) of the newest passing record whose start reached ready (of
+    I(image_digest) when given), or null; the staged start's stage budgets come from it.
   returned: always
   type: dict
 latest:
@@ -62,7 +65,9 @@ from ansible.module_utils.deploy_record import last_passed, last_timed_start
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(dir=dict(type="path", required=True), inventory=dict(type="str")),
+        argument_spec=dict(
+            dir=dict(type="path", required=True), inventory=dict(type="str"), image_digest=dict(type="str")
+        ),
         supports_check_mode=True,
     )
     records = []
@@ -79,7 +84,7 @@ def main():
             for o in good.get("overlays", [])
         ]
     mine = [r for r in records if module.params["inventory"] in (None, r.get("inventory"))]
-    timed = last_timed_start(records, module.params["inventory"])
+    timed = last_timed_start(records, module.params["inventory"], module.params["image_digest"])
     module.exit_json(
         changed=False,
         last_passed=good,

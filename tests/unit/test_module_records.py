@@ -14,7 +14,7 @@ RECORD = {
     "inventory": "spark-pair",
     "profile_name": "pair",
     "engine_version": "0.32.0",
-    "image": {"ref": "r/vllm@sha256:ab"},
+    "image": {"ref": "r/vllm@sha256:ab", "digest": "sha256:ab"},
     "model": {"id": "org/m", "revision": "fc694b54"},
 }
 READY = "head /health 200, every rank running"
@@ -138,6 +138,10 @@ def test_record_info_finds_the_last_passing_start_that_reached_ready(tmp_path):
     result = run_module(vllm_record_info, {"dir": str(tmp_path), "inventory": "spark-pair"})
     assert result["last_passed"]["id"] == "20990101T000001Z-spark-pair-deploy"
     assert result["last_timed_start"] == {"record": "20990101T000000Z-spark-pair-deploy", "timings": timed}
+    same_image = run_module(vllm_record_info, {"dir": str(tmp_path), "image_digest": RECORD["image"]["digest"]})
+    assert same_image["last_timed_start"]["record"] == "20990101T000000Z-spark-pair-deploy"
+    new_image = run_module(vllm_record_info, {"dir": str(tmp_path), "image_digest": "sha256:" + "f" * 64})
+    assert new_image["last_timed_start"] is None, "another image may need longer in a stage: no budgets"
 
 
 def test_record_info_refuses_an_option_it_no_longer_has(tmp_path):
