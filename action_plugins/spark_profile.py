@@ -7,11 +7,16 @@ lists every problem at once. Values under credential-like names are never echoed
 """
 
 import json
-import re
 
+import ansible.module_utils
 import jsonschema
+from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
+
+# The project's module_utils join the package here, as in action_plugins/vllm_staged_start.py.
+ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
+from ansible.module_utils.redaction import REDACTED, mentions_secret
 
 # Documented in library/spark_profile.py (ansible-doc -M library spark_profile).
 ARGUMENT_SPEC = dict(
@@ -22,7 +27,6 @@ ARGUMENT_SPEC = dict(
 
 PROFILES_VAR = "spark_serve_profiles"
 OVERRIDES_VAR = "spark_serve_profile_overrides"
-SECRET_PATH = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
 
 
 def merge(base, override):
@@ -47,8 +51,8 @@ def schema_problems(profile, schema):
     for error in sorted(validator.iter_errors(profile), key=lambda e: list(map(str, e.absolute_path))):
         field = dotted(error.absolute_path)
         message = error.message
-        if SECRET_PATH.search(field) or SECRET_PATH.search(json.dumps(error.instance, default=str)):
-            message = f"<redacted> fails the schema rule '{error.validator}'"
+        if mentions_secret(field) or mentions_secret(error.instance):
+            message = f"{REDACTED} fails the schema rule '{error.validator}'"
         problems.append({"field": field, "rule": f"schema {error.validator}", "message": f"{field}: {message}"})
     return problems
 

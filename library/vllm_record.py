@@ -76,7 +76,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.deploy_record import markdown, record_id, redact
+from ansible.module_utils.deploy_record import markdown, record_id
+from ansible.module_utils.redaction import redact
 
 REQUIRED = ("kind", "status", "inventory", "profile_name", "engine_version", "image", "model")
 

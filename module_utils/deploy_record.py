@@ -9,30 +9,6 @@ read and write the files.
 import json
 import re
 
-REDACTED = "<redacted>"
-# Names whose values are secrets (VLLM_API_KEY, HF_TOKEN, ...), matched as whole `_`-separated words so that
-# engine arguments such as max_num_batched_tokens stay readable.
-SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)", re.I)
-
-
-def redact(value, secrets=()):
-    """A copy of `value` with secret-named mapping entries and every occurrence of a known secret replaced."""
-    secrets = [s for s in secrets if s]
-    if isinstance(value, dict):
-        return {
-            key: REDACTED
-            if SECRET_NAME.search(str(key)) and not isinstance(item, (dict, list))
-            else redact(item, secrets)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(item, secrets) for item in value]
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        return value
-    return value
-
 
 def record_id(created_utc, inventory, kind):
     """File-name-safe id that sorts by time: 20261201T071500Z-testbed-pair-deploy."""

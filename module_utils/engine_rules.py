@@ -13,16 +13,15 @@ from ansible.module_utils.hybrid_block import predict_block
 from ansible.module_utils.input_rules import (
     MODEL_ID,
     RANK_DESTS,
-    REDACTED,
     SECRET_DESTS,
     address_problem,
     allocator_problems,
     has_newline,
     model_config_problems,
     same_link_problem,
-    secret_env_name,
     value_problem,
 )
+from ansible.module_utils.redaction import REDACTED, is_secret_name, redact
 from ansible.module_utils.vllm_catalogs import catalog_for
 
 PLATFORMS = {
@@ -53,7 +52,9 @@ WHEN = {"startup": "at startup", "load": "while loading the model", "after_load"
 
 
 def violation(field, value, rule, message):
-    return {"field": field, "value": value, "rule": rule, "message": f"{field}={value!r}: {message}"}
+    """One refusal; a secret inside the value (`INFO\nVLLM_API_KEY=...`) is hidden in it and in the message."""
+    value = REDACTED if is_secret_name(field) and isinstance(value, str) and value else redact(value)
+    return {"field": field, "value": value, "rule": rule, "message": redact(f"{field}={value!r}: {message}")}
 
 
 class Renderer:
@@ -788,7 +789,7 @@ class Plan:
     def check_env(self, env, values, platform):
         rendered = {}
         for key, val in env.items():
-            if secret_env_name(key):
+            if is_secret_name(key):
                 self.fail(
                     f"env.{key}",
                     REDACTED,

@@ -8,14 +8,9 @@ import ipaddress
 import math
 import re
 
-REDACTED = "<redacted>"
-
 # Engine arguments that carry a credential: never in argv (process lists, compose files, records).
 SECRET_DESTS = frozenset({"api_key", "hf_token"})
 
-# Env names that look like a credential: a word (between underscores) ending in one of these.
-SECRET_WORD = re.compile(r"(KEY|KEYS|TOKEN|TOKENS|SECRET|SECRETS|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
-SECRET_NAME = re.compile(r"API_?KEY|PASSWORD|SECRET", re.IGNORECASE)
 
 # The per-rank topology comes from the inventory: nodes, rank, head address, store port, headless workers and
 # every data-parallel placement flag. data_parallel_size is the profile's layout and is checked, not refused.
@@ -106,11 +101,6 @@ MODEL_POSITIVE_INTS = (
 )
 MODEL_COUNT_INTS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 MODEL_STRINGS = ("dtype", "torch_dtype")
-
-
-def secret_env_name(name):
-    """True when an environment variable name looks like it carries a credential."""
-    return bool(SECRET_NAME.search(name)) or any(SECRET_WORD.search(word) for word in re.split(r"_+", name) if word)
 
 
 def has_newline(value):

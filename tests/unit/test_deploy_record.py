@@ -1,6 +1,7 @@
 """Deployment records: redaction, ids, the last passing record, the Markdown view."""
 
-from ansible.module_utils.deploy_record import REDACTED, last_passed, markdown, record_id, redact
+from ansible.module_utils.deploy_record import last_passed, markdown, record_id
+from ansible.module_utils.redaction import REDACTED, redact
 
 
 def test_redact_hides_secret_names_and_known_secret_values_but_keeps_engine_arguments():

@@ -98,6 +98,23 @@ CASES = [
     ("env-password", "secrets", "single", set_in("env.DB_PASSWORD", SECRET), "env.DB_PASSWORD", "secret-in-env"),
     ("env-passwd", "secrets", "single", set_in("env.REDIS_PASSWD", SECRET), "env.REDIS_PASSWD", "secret-in-env"),
     ("env-newline", "secrets", "single", set_in("env.NCCL_DEBUG", "INFO\nEVIL=1"), "env.NCCL_DEBUG", "no-newline"),
+    # A key smuggled after a line break: refused for the line break, and the refusal does not print the key.
+    (
+        "env-newline-key",
+        "secrets",
+        "single",
+        set_in("env.NCCL_DEBUG", f"INFO\nVLLM_API_KEY={SECRET}"),
+        "env.NCCL_DEBUG",
+        "no-newline",
+    ),
+    (
+        "extra-newline-key",
+        "secrets",
+        "single",
+        extra("--max-logprobs", f"4\n--api-key {SECRET}"),
+        "extra_args[0]",
+        "no-newline",
+    ),
     # --- the fabric's environment is the inventory's (roce_network checks every rail), never a profile's
     ("env-nccl-ib-hca", "fabric", "quad", set_in("env.NCCL_IB_HCA", TWO_RAILS), "env.NCCL_IB_HCA", "fabric-env"),
     ("env-gid-index", "fabric", "pair", set_in("env.NCCL_IB_GID_INDEX", "3"), "env.NCCL_IB_GID_INDEX", "fabric-env"),

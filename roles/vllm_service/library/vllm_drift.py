@@ -62,11 +62,10 @@ fields:
 
 import json
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.redaction import REDACTED, is_secret_name
 
-SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
 FIELDS = ["image", "image_id", "entrypoint", "command", "env", "mounts", "restart", "labels"]
 
 
@@ -75,7 +74,7 @@ def env_dict(pairs):
 
 
 def shown(key, value):
-    return "<redacted>" if value is not None and SECRET.search(key) else value
+    return REDACTED if value is not None and is_secret_name(key) else value
 
 
 def compare(spec, container, image):
