@@ -8,6 +8,8 @@ short_description: Write a vLLM deployment record, passed or failed
 description:
   - Writes C(<dir>/<id>.json) and C(<dir>/<id>.md) for one deployment (or rollback), with the overlay texts
     kept in C(<dir>/overlays/<sha256>) so a rollback can mount exactly what ran. Never deletes a record.
+  - Every file is written whole or not at all (a temporary file, fsync, then linked to its name) and never
+    overwritten; the id holds the time to the microsecond, and an id that exists already is not reused.
   - Redacts secret-named values (C(VLLM_API_KEY), C(HF_TOKEN), ...) and every occurrence of the API key read
     from I(api_key_file) anywhere in the record, then refuses to write if the key would still appear.
   - Runs on the controller (delegate_to localhost). In check mode nothing is written.
@@ -57,7 +59,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 id:
-  description: The record's id (UTC time, inventory, kind); sorts by time.
+  description: The record's id (UTC time to the microsecond, inventory, kind); sorts by time.
   returned: always
   type: str
 path:
@@ -68,15 +70,20 @@ markdown:
   description: Path of the Markdown record.
   returned: success
   type: str
+overlays:
+  description: C(src), C(dest) and C(sha256) of each overlay; its text is C(<dir>/overlays/<sha256>).
+  returned: success
+  type: list
+  elements: dict
 """
 
+import datetime
 import hashlib
 import json
 import os
-import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.deploy_record import markdown, record_id
+from ansible.module_utils.deploy_record import markdown, record_id, write_once
 from ansible.module_utils.redaction import redact
 
 REQUIRED = ("kind", "status", "inventory", "profile_name", "engine_version", "image", "model")
@@ -108,35 +115,54 @@ def main():
             module.fail_json(msg=f"api_key_file {params['api_key_file']}: {err.strerror}; nothing was written")
     if secret:
         module.no_log_values.add(secret)  # the record given may hold it, and Ansible echoes the arguments back
-    created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     overlays = [
         dict(overlay, sha256=hashlib.sha256(overlay["content"].encode()).hexdigest()) for overlay in params["overlays"]
     ]
-    content = dict(
-        params["record"],
-        created_utc=created,
-        id=record_id(created, params["record"]["inventory"], params["record"]["kind"]),
-        overlays=[{key: o[key] for key in ("src", "dest", "sha256")} for o in overlays],
-    )
-    record = redact(content, [secret])
-    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-    if secret and secret in text:  # redact() leaves mapping keys alone: refuse rather than leak
+    content = dict(params["record"], overlays=[{key: o[key] for key in ("src", "dest", "sha256")} for o in overlays])
+    if secret and secret in json.dumps(redact(content, [secret])):  # redact() leaves mapping keys alone
         module.fail_json(msg="the API key would appear in the record; nothing was written")
-    path = os.path.join(params["dir"], f"{record['id']}.json")
     if module.check_mode:
-        module.exit_json(changed=True, id=record["id"])
-    store = os.path.join(params["dir"], "overlays")
-    os.makedirs(store, exist_ok=True)
+        module.exit_json(changed=True, id=stamped(content)["id"])
+    try:
+        os.makedirs(params["dir"], exist_ok=True)
+        store_overlays(os.path.join(params["dir"], "overlays"), overlays)
+        record = write_record(module, params["dir"], content, secret)
+    except OSError as err:  # a full disk: what was written is whole, what was not is absent
+        module.fail_json(msg=f"records directory {params['dir']}: {err}; no partial record was left")
+    path = os.path.join(params["dir"], f"{record['id']}.json")
+    module.exit_json(changed=True, id=record["id"], path=path, markdown=path[:-5] + ".md", overlays=record["overlays"])
+
+
+def stamped(content):
+    """The record with its creation time (microseconds) and the id made of it."""
+    created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return dict(content, created_utc=created, id=record_id(created, content["inventory"], content["kind"]))
+
+
+def store_overlays(store, overlays):
+    """Each overlay text once under its sha256 (what a rollback mounts)."""
     for overlay in overlays:
+        os.makedirs(store, exist_ok=True)
         stored = os.path.join(store, overlay["sha256"])
         if not os.path.exists(stored):
-            with open(stored, "w", encoding="utf-8") as out:
-                out.write(overlay["content"])
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(text)
-    with open(os.path.join(params["dir"], f"{record['id']}.md"), "w", encoding="utf-8") as out:
-        out.write(markdown(record))
-    module.exit_json(changed=True, id=record["id"], path=path, markdown=path[:-5] + ".md")
+            try:
+                write_once(stored, overlay["content"])
+            except FileExistsError:  # another run stored the same text meanwhile
+                pass
+
+
+def write_record(module, folder, content, secret):
+    """Write the JSON record under a fresh id (another id if that one exists), then its Markdown view."""
+    for _ in range(5):
+        record = redact(stamped(content), [secret])
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+        try:
+            write_once(os.path.join(folder, f"{record['id']}.json"), text)
+        except FileExistsError:
+            continue
+        write_once(os.path.join(folder, f"{record['id']}.md"), markdown(record))
+        return record
+    module.fail_json(msg=f"five record ids in a row existed already in {folder}; nothing was written")
 
 
 if __name__ == "__main__":

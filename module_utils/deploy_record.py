@@ -7,12 +7,53 @@ read and write the files.
 """
 
 import json
+import os
 import re
+import tempfile
 
 
 def record_id(created_utc, inventory, kind):
-    """File-name-safe id that sorts by time: 20261201T071500Z-testbed-pair-deploy."""
+    """File-name-safe id that sorts by time: 20261201T071500.123456Z-testbed-pair-deploy (microseconds, and
+    write_once refuses an existing name, so two controllers cannot write one id)."""
     return f"{created_utc}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', inventory)}-{kind}"
+
+
+def write_once(path, text):
+    """Write `text` to `path` whole or not at all: a temporary file beside it, fsynced, then linked to its name
+    (FileExistsError when the name exists: a record is never overwritten), then the directory fsynced. A crash or
+    a full disk leaves at most a temporary file, never a truncated record."""
+    folder = os.path.dirname(path) or "."
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".writing-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)
+        os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+    directory = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def read_records(paths):
+    """(records, unreadable): every record that parses, and {path, error} for each one that does not (a truncated
+    file from a crash elsewhere is named and skipped, never blocking a deploy or a rollback)."""
+    records, unreadable = [], []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as source:
+                record = json.load(source)
+            if not isinstance(record, dict) or not record.get("id"):
+                raise ValueError("not a deployment record (no id)")
+            records.append(record)
+        except (OSError, ValueError) as err:
+            unreadable.append({"path": path, "error": str(err)})
+    return records, unreadable
 
 
 def last_passed(records, inventory=None):
@@ -21,6 +62,41 @@ def last_passed(records, inventory=None):
         r for r in records if r.get("status") == "passed" and (inventory is None or r.get("inventory") == inventory)
     ]
     return max(candidates, key=lambda r: r["id"], default=None)
+
+
+def deployment_of(record):
+    """The deployment a record runs: a rollback runs the one it restores (always an original deployment: restoring
+    a rollback record names the deployment that one restored), so restoring it again changes nothing."""
+    return record.get("restores") or record.get("id")
+
+
+def rollback_target(records, inventory, wanted="", running=""):
+    """(record, problem): the passed record of `inventory` with id `wanted`, or without it the newest passed one
+    that runs another deployment than the `running` record (a deploy that passed the gate but behaves badly is
+    left for the one before it)."""
+    passed = [r for r in records if r.get("status") == "passed" and r.get("inventory") == inventory]
+    if wanted:
+        found = [r for r in records if r.get("id") == wanted]
+        if not found:
+            known = ", ".join(r["id"] for r in sorted(passed, key=lambda r: r["id"])[-5:]) or "none"
+            return None, f"spark_serve_rollback_to={wanted}: no such record; the newest passed ones: {known}"
+        record = found[0]
+        if record.get("inventory") != inventory:
+            return None, (
+                f"spark_serve_rollback_to={wanted}: a record of inventory {record.get('inventory')}, not {inventory}"
+            )
+        if record.get("status") != "passed":
+            return None, (
+                f"spark_serve_rollback_to={wanted}: its status is {record.get('status')}; "
+                "only a deployment that passed the gate is restored"
+            )
+        return record, ""
+    by_id = {r["id"]: r for r in records}
+    now = deployment_of(by_id[running]) if running in by_id else running
+    others = [r for r in passed if deployment_of(r) != now]
+    if not others:
+        return None, f"no deployment of inventory {inventory} other than the running one ({now or 'none'}) passed"
+    return max(others, key=lambda r: r["id"]), ""
 
 
 def last_timed_start(records, inventory=None, image_digest=None):

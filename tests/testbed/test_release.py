@@ -162,12 +162,14 @@ def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it
     print(f"\n[rollback.yml after a failed start] {time.monotonic() - started:.0f} s")
     assert rc == 0, out[-6000:]
     (restored,) = new_records(before + [failed])
-    assert (restored["kind"], restored["status"], restored["restores"]) == ("rollback", "passed", good["id"])
+    # good is the automatic rollback's record: restoring it restores the deployment that one restored.
+    deployment = good.get("restores") or good["id"]
+    assert (restored["kind"], restored["status"], restored["restores"]) == ("rollback", "passed", deployment)
     assert restored["overlays"] == good["overlays"]
     assert answers()
 
     # Restoring what already serves is a no-op: nothing restarts, nothing is recorded, the run succeeds.
-    rc, out = playbook("playbooks/rollback.yml", timeout=1800)
+    rc, out = playbook("playbooks/rollback.yml", sf.PAIR, "-e", f"spark_serve_rollback_to={deployment}", timeout=1800)
     assert rc == 0 and sf.changed_count(out) == 0, out[-6000:]
     assert new_records(before + [failed, restored]) == []
 
@@ -180,3 +182,55 @@ def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it
     assert rerun["rc"] == 0 and rerun["restarts"] == 0, rerun["out"][-6000:]
     assert recap["node-0"]["changed"] == recap["node-1"]["changed"] == 0, recap
     assert new_records(before + [failed, restored]) == [], "what runs already has its passed record"
+
+
+def head_records():
+    """The passed records of the pair whose copies the head keeps, by id."""
+    pattern = "/var/lib/spark-serve/records/*-testbed-pair-*.json"
+    rc, out = node_exec(
+        0, f"python3 -c 'import glob, json; print(json.dumps([json.load(open(p)) for p in glob.glob(\"{pattern}\")]))'"
+    )
+    assert rc == 0, out
+    return {r["id"]: r for r in json.loads(out) if r["status"] == "passed"}
+
+
+def max_num_seqs(argv):
+    return argv[argv.index("--max-num-seqs") + 1]
+
+
+def test_a_fresh_controller_with_a_truncated_record_rolls_back_to_the_good_deployment_before_the_running_one(
+    released, tmp_path
+):
+    """(20.3) A controller with no records but one truncated file (a fresh clone, a crash): rollback.yml fetches the
+    head's copies (overlay texts included), names the truncated record and skips it, and restores the newest passed
+    deployment other than the one running; a record id that cannot be restored is refused before anything changes."""
+    _, running = node_exec(0, "cat /var/lib/spark-serve/records/running.json")
+    passed = head_records()
+    running = passed[json.loads(running)["record"]]
+    image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())["digest"]
+    now = running.get("restores") or running["id"]
+    earlier = [r for r in passed.values() if (r.get("restores") or r["id"]) != now and r["image"]["digest"] == image]
+    assert earlier, f"the test bed's records hold no passed deployment before {now} to roll back to"
+    target = max(earlier, key=lambda r: r["id"])
+    assert max_num_seqs(target["ranks"][0]["argv"]) != max_num_seqs(serving_argv()), "the target must differ"
+
+    fresh = tmp_path / "records"
+    fresh.mkdir()
+    truncated = fresh / "29990101T000000.000000Z-testbed-pair-deploy.json"
+    truncated.write_text('{"id": "29990101T000000.000000Z-testbed-pair-deploy", "status": "pas')
+    on_fresh = ["-e", f"vllm_release_records_dir={fresh}"]
+    rc, out = playbook("playbooks/rollback.yml", sf.PAIR, *on_fresh, "-e", "spark_serve_rollback_to=20000101T0Z-x")
+    assert rc != 0 and "spark_serve_rollback_to=20000101T0Z-x: no such record" in out, out[-4000:]
+    assert "nothing was changed" in out and sf.health() == 200
+
+    started = time.monotonic()
+    rc, out = playbook("playbooks/rollback.yml", sf.PAIR, *on_fresh, timeout=1800)
+    print(f"\n[rollback.yml on a fresh controller to {target['id']}] {time.monotonic() - started:.0f} s")
+    assert rc == 0, out[-6000:]
+    assert f"record {truncated} is unreadable and was skipped" in " ".join(out.split()), out[-6000:]
+    assert (fresh / f"{target['id']}.json").is_file(), "the head's copy was fetched"
+    restored = [json.loads(p.read_text()) for p in fresh.glob("*-testbed-pair-rollback.json")]
+    restored = [r for r in restored if r["id"] not in passed]
+    assert [(r["status"], r["restores"]) for r in restored] == [("passed", target.get("restores") or target["id"])]
+    assert max_num_seqs(serving_argv()) == max_num_seqs(target["ranks"][0]["argv"])
+    assert answers()

@@ -4,6 +4,7 @@ directory: what is written, what check mode leaves alone, redaction, refusals, a
 import json
 
 import pytest
+from ansible.module_utils.deploy_record import write_once
 from ansible.modules import vllm_record, vllm_record_info
 
 from tests.module_harness import run_module
@@ -114,11 +115,87 @@ def test_record_without_a_readable_key_file_writes_nothing(tmp_path):
     assert not records.exists()
 
 
-def test_record_info_names_an_unreadable_record(tmp_path):
-    (tmp_path / "20261201T000000Z-x-deploy.json").write_text("{ cut short")
-    result = run_module(vllm_record_info, {"dir": str(tmp_path)})
-    assert result["failed"]
-    assert result["msg"].startswith(f"record {tmp_path / '20261201T000000Z-x-deploy.json'} is unreadable: ")
+def test_record_info_names_an_unreadable_record_and_skips_it(tmp_path):
+    good = write(tmp_path)["id"]
+    cut = tmp_path / "20991201T000000Z-spark-pair-deploy.json"
+    cut.write_text('{"id": "20991201T000000Z-spark-pair-deploy", "status": "pass')
+    result = run_module(vllm_record_info, {"dir": str(tmp_path), "inventory": "spark-pair"})
+    assert not result.get("failed") and result["last_passed"]["id"] == good
+    assert [u["path"] for u in result["unreadable"]] == [str(cut)]
+    assert any(w.startswith(f"record {cut} is unreadable and was skipped: ") for w in result["warnings"])
+
+
+def test_two_records_in_one_second_get_two_ids_and_no_file_is_overwritten_or_left_half_written(tmp_path):
+    ids = {write(tmp_path)["id"] for _ in range(3)}
+    assert len(ids) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{i}{ext}" for i in ids for ext in (".json", ".md"))
+    existing = tmp_path / f"{min(ids)}.json"
+    before = existing.read_text()
+    with pytest.raises(FileExistsError):
+        write_once(str(existing), "{}")
+    assert existing.read_text() == before and not list(tmp_path.glob(".writing-*"))
+
+
+def history(tmp_path):
+    """deploy A passed, deploy B passed, rollback to A passed (runs A), deploy C failed, and another inventory."""
+    for name, record in (
+        ("20990101T000001Z-spark-pair-deploy", dict(RECORD)),
+        ("20990101T000002Z-spark-pair-deploy", dict(RECORD)),
+        (
+            "20990101T000003Z-spark-pair-rollback",
+            dict(RECORD, kind="rollback", restores="20990101T000001Z-spark-pair-deploy"),
+        ),
+        ("20990101T000004Z-spark-pair-deploy", dict(RECORD, status="failed")),
+        ("20990101T000005Z-other-deploy", dict(RECORD, inventory="other")),
+    ):
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(record, id=name)))
+
+
+@pytest.mark.parametrize(
+    ("restore", "running", "target"),
+    [
+        ("", "", "20990101T000003Z-spark-pair-rollback"),  # nothing runs: the newest passed
+        ("", "20990101T000002Z-spark-pair-deploy", "20990101T000003Z-spark-pair-rollback"),
+        ("", "20990101T000003Z-spark-pair-rollback", "20990101T000002Z-spark-pair-deploy"),  # runs A: not A again
+        ("", "20990101T000001Z-spark-pair-deploy", "20990101T000002Z-spark-pair-deploy"),
+        (
+            "20990101T000001Z-spark-pair-deploy",
+            "20990101T000003Z-spark-pair-rollback",
+            "20990101T000001Z-spark-pair-deploy",
+        ),
+    ],
+)
+def test_rollback_target_is_the_record_named_or_the_newest_passed_other_deployment(tmp_path, restore, running, target):
+    history(tmp_path)
+    args = {"dir": str(tmp_path), "inventory": "spark-pair", "restore": restore, "running": running}
+    result = run_module(vllm_record_info, args)
+    assert result["rollback_target"]["id"] == target and result["rollback_problem"] == ""
+    assert result["rollback_target"]["restore_overlays"] == []
+
+
+@pytest.mark.parametrize(
+    ("restore", "problem"),
+    [
+        ("20990101T000009Z-spark-pair-deploy", "no such record; the newest passed ones: 20990101T000001Z"),
+        ("20990101T000004Z-spark-pair-deploy", "its status is failed; only a deployment that passed the gate"),
+        ("20990101T000005Z-other-deploy", "a record of inventory other, not spark-pair"),
+    ],
+)
+def test_a_rollback_to_a_record_that_cannot_be_restored_is_refused_naming_it(tmp_path, restore, problem):
+    history(tmp_path)
+    result = run_module(vllm_record_info, {"dir": str(tmp_path), "inventory": "spark-pair", "restore": restore})
+    assert result["failed"] and result["msg"].startswith(f"spark_serve_rollback_to={restore}: ")
+    assert problem in result["msg"] and result["msg"].endswith("; nothing was changed")
+
+
+def test_no_rollback_target_when_only_the_running_deployment_passed(tmp_path):
+    name = write(tmp_path)["id"]
+    result = run_module(vllm_record_info, {"dir": str(tmp_path), "inventory": "spark-pair", "running": name})
+    assert result["rollback_target"] is None
+    assert (
+        result["rollback_problem"]
+        == f"no deployment of inventory spark-pair other than the running one ({name}) passed"
+    )
 
 
 def test_record_info_on_an_empty_directory_returns_nulls(tmp_path):
