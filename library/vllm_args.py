@@ -55,6 +55,11 @@ options:
   revision:
     description: Weights revision, rendered as C(--revision).
     type: str
+  trust_remote_code:
+    description:
+      - The profile's C(model.trust_remote_code), the model id whose repository code the engine may run.
+        C(trust_remote_code) (engine or extra_args) is refused unless this names I(model).
+    type: str
   model_config:
     description: The model's config.json, as a path on the controller or a mapping (C(dtype) or C(torch_dtype)).
     type: raw
@@ -204,6 +209,7 @@ ARGUMENT_SPEC = dict(
     cpu_avx512_bf16=dict(type="bool"),
     model=dict(type="str", required=True),
     revision=dict(type="str"),
+    trust_remote_code=dict(type="str"),
     model_config=dict(type="raw", required=True),
     nodes=dict(type="int", default=1),
     node_rank=dict(type="int", default=0),

@@ -77,6 +77,7 @@ overlays:
   elements: dict
 """
 
+import contextlib
 import datetime
 import hashlib
 import json
@@ -135,7 +136,7 @@ def main():
 
 def stamped(content):
     """The record with its creation time (microseconds) and the id made of it."""
-    created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    created = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     return dict(content, created_utc=created, id=record_id(created, content["inventory"], content["kind"]))
 
 
@@ -145,10 +146,8 @@ def store_overlays(store, overlays):
         os.makedirs(store, exist_ok=True)
         stored = os.path.join(store, overlay["sha256"])
         if not os.path.exists(stored):
-            try:
+            with contextlib.suppress(FileExistsError):  # another run stored the same text meanwhile
                 write_once(stored, overlay["content"])
-            except FileExistsError:  # another run stored the same text meanwhile
-                pass
 
 
 def write_record(module, folder, content, secret):

@@ -45,6 +45,8 @@ FABRIC_ENV = frozenset(
     )
 )
 API_KEY_FILE_ENV = "SPARK_SERVE_API_KEY_FILE"
+# vLLM reports usage to its maintainers unless told not to (vllm/envs.py): off in every profile unless it says so.
+NO_USAGE_STATS = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 BOOL_WORDS = ("true", "false", "yes", "no", "0", "1", "on", "off")
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's CacheConfig default
@@ -467,6 +469,7 @@ class Plan:
         self.check_sizes(model_config, values)
         self.check_json_configs(catalog, values)
         self.check_moe_table(model_config, values)
+        self.check_remote_code(values, renderer.seen)
         rendered_env = self.check_env(env, values, platform)
         rendered_env.update(self.check_fabric_env(p.get("fabric_env") or {}))
         if (
@@ -484,6 +487,20 @@ class Plan:
                 "first request (Triton kernel); turn one of them off",
             )
         return self.result(catalog, renderer.argv, rendered_env, block)
+
+    def check_remote_code(self, values, fields):
+        """trust_remote_code runs Python from the model repository inside the engine, as root on the node: only
+        when the profile names that model in model.trust_remote_code."""
+        acknowledged = self.p.get("trust_remote_code")
+        if values.get("trust_remote_code") and acknowledged != self.p.get("model"):
+            self.fail(
+                fields["trust_remote_code"],
+                True,
+                "remote-code",
+                f"runs Python code from the repository of {self.p.get('model')} inside the engine, as root on every "
+                f"node; acknowledge it by name with model.trust_remote_code: {self.p.get('model')} in the profile"
+                + (f" (it names {acknowledged})" if acknowledged else ""),
+            )
 
     def checked_model_config(self, model_config):
         """The config.json mapping, or {} (model-dependent checks skipped) after naming every bad key."""
@@ -813,6 +830,8 @@ class Plan:
                 rendered[key] = str(val).lower() if isinstance(val, bool) else str(val)
         if self.p.get("api_key_file"):
             rendered[API_KEY_FILE_ENV] = str(self.p["api_key_file"])
+        for name, value in NO_USAGE_STATS.items():
+            rendered.setdefault(name, value)
         present = [name for name in ALLOCATOR_ENV if name in rendered]
         confs = {name: parse_allocator_conf(rendered[name]) for name in present}
         for name, pairs in confs.items():

@@ -140,6 +140,8 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
     assert big[1]["bytes"] == 24 * 1024 * 1024 - CHUNK
     assert {e["client"] for e in phase1 + phase2} == {NODE_IPS[0]}, "node-1 must not download"
     assert "Copy the snapshot from the head over the fast link" in out
+    assert "Withdraw the head's copy key" in out
+    assert "hf_model copy" not in sh(1, "cat /root/.ssh/authorized_keys"), "the copy key outlived the copy"
     print(f"\n[hf_model] resumed download + copy to node-1: {seconds:.0f} s")
 
     # Both nodes hold the hub's exact bytes.

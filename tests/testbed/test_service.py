@@ -220,9 +220,11 @@ def test_wrong_master_address_is_refused_before_the_running_service_is_touched(s
     assert result["untouched"] and sf.health() == 200
 
 
-def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving, tmp_path):
+def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks_is_rotated_and_withdrawn(serving, tmp_path):
     """(e) A change that restarts every rank while streaming requests run finishes without a hang; the change
-    turns on an API key, which must then guard the API and appear nowhere it must not."""
+    turns on an API key, which must then guard the API and appear nowhere it must not. Rotated and then withdrawn
+    under the watchdog, the key restarts the pair in order each time: only the new key works, the watchdog never
+    trips, and a withdrawn key leaves no env file behind."""
     secret = f"sk-spark-serve-{time.time_ns()}"
     key_file = tmp_path / "api.key"
     key_file.write_text(secret + "\n")
@@ -297,6 +299,36 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     assert leaks == {}, leaks
     _, env_file = node_exec(0, "stat -c '%a %U' /etc/spark-serve/secrets.env")
     assert env_file.split() == ["600", "root"], env_file
+    rotated_and_withdrawn_under_the_watchdog(secret, tmp_path)
+
+
+def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
+    new = f"sk-spark-serve-rotated-{time.time_ns()}"
+    (tmp_path / "rotated.key").write_text(new + "\n")
+    stop = sf.fresh_watchdog()
+    try:
+        rc, out = sf.deploy("-e", json.dumps({"vllm_service_api_key_file": str(tmp_path / "rotated.key")}))
+        assert rc == 0 and "ready: /health 200 and all 2 rank(s) running" in out, out[-6000:]
+        assert "acceptance PASSED" in out, "a rotation is gated like any change"
+        assert sf.watchdog_looks(2), "the watchdog made no look after the rotation"
+        for key, status in ((old, 401), (None, 401), (new, 200)):
+            try:
+                with sf.post("/v1/chat/completions", sf.chat("which key?"), api_key=key) as response:
+                    assert response.status == status == 200
+            except urllib.error.HTTPError as refused:
+                assert refused.code == status, f"key {'old' if key == old else key and 'new'}: {refused.code}"
+        assert new not in out and old not in out
+
+        rc, out = sf.deploy()
+        assert rc == 0 and "ready: /health 200 and all 2 rank(s) running" in out, out[-6000:]
+        assert sf.watchdog_looks(2), "the watchdog made no look after the key was withdrawn"
+        rc, _ = node_exec(0, "test -e /etc/spark-serve/secrets.env")
+        assert rc != 0, "the withdrawn key's env file is still on the head"
+        with sf.post("/v1/chat/completions", sf.chat("no key needed")) as response:
+            assert response.status == 200
+    finally:
+        node_exec(0, stop)
+    assert sf.watchdog_events() == [], "the watchdog tripped on a key change"
 
 
 def assert_found_and_stopped(result, label, bound_s, blamed, engine_timeout_s=sf.GLOO_TIMEOUT_S):

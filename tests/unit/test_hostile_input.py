@@ -190,6 +190,27 @@ CASES = [
     ),
     # --- values: ports, bounds, names, images, allocator, master address
     ("port-zero", "values", "single", set_in("engine.port", 0), "engine.port", "port-range"),
+    # --- code from the model repository runs only when the profile names the model
+    (
+        "remote-code",
+        "values",
+        "single",
+        set_in("engine.trust_remote_code", True),
+        "engine.trust_remote_code",
+        "remote-code",
+    ),
+    ("remote-code-extra", "values", "pair", extra("--trust-remote-code"), "extra_args[0]", "remote-code"),
+    ("remote-code-abbrev", "values", "single", extra("--trust-remote"), "extra_args[0]", "remote-code"),
+    (
+        "remote-code-other-model",
+        "values",
+        "single",
+        lambda prof: (
+            prof["model"].update(trust_remote_code="other/model") or prof["engine"].update(trust_remote_code=True)
+        ),
+        "engine.trust_remote_code",
+        "remote-code",
+    ),
     ("port-high", "values", "single", set_in("engine.port", 70000), "engine.port", "port-range"),
     ("port-extra-high", "values", "single", extra_instead("port", "--port=65536"), "extra_args[0]", "port-range"),
     ("int-2-70", "values", "single", set_in("engine.max_logprobs", 2**70), "engine.max_logprobs", "int-range"),
@@ -463,6 +484,14 @@ def test_negative_boolean_forms_render_as_the_parser_reads_them(tmp_path):
     (argv,) = rendered(prof, tmp_path)
     assert "--no-trust-remote-code" in argv and "--enforce-eager" in argv
     assert "--trust-remote-code" not in argv
+
+
+def test_remote_code_runs_when_the_profile_names_the_model(tmp_path):
+    prof = profile("single")
+    prof["engine"]["trust_remote_code"] = True
+    prof["model"]["trust_remote_code"] = prof["model"]["id"]
+    (argv,) = rendered(prof, tmp_path)
+    assert "--trust-remote-code" in argv
 
 
 def test_master_address_must_be_an_address_on_the_nodes_fast_link(tmp_path):

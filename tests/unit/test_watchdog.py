@@ -433,3 +433,22 @@ def test_a_worker_that_cannot_be_restarted_is_named(tmp_path, node, endpoint):
     assert events(tmp_path)[-1]["problem"] == (
         "could not restart: node-1: ssh: connect to host 10.0.0.2 port 22: No route to host"
     )
+
+
+def test_the_restart_path_is_tried_on_every_worker_with_strict_host_keys(tmp_path, node, capsys):
+    answers, calls = node
+    path = tmp_path / "watchdog.json"
+    settings = config(tmp_path, 1, key_file="/k", known_hosts="/kh")
+    settings["peers"].append({"host": "node-2", "address": "10.0.0.3"})
+    path.write_text(json.dumps(settings))
+    assert watchdog.main(["watchdog", str(path), "--peers"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "node-1 (10.0.0.2): rank running",
+        "node-2 (10.0.0.3): rank running",
+    ]
+    assert all("StrictHostKeyChecking=yes" in argv and argv[-1] == "state" for argv in calls)
+
+    answers["peer"]["state"] = (255, "Host key verification failed.")
+    assert watchdog.main(["watchdog", str(path), "--peers"]) == 1
+    assert "node-1 (10.0.0.2): unreachable: Host key verification failed." in capsys.readouterr().out
+    assert watchdog.main(["watchdog", str(path), "--bogus"]) == 2

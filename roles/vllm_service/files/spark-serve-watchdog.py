@@ -24,6 +24,7 @@ and disarms it while a start runs; a look re-reads its configuration before it a
 disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. Standard library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
+    spark-serve-watchdog.py /etc/spark-serve/watchdog.json --peers   # the deploy's try of the restart path
 """
 
 import datetime
@@ -246,7 +247,7 @@ def peer_command(config, peer, command, timeout=120):
             "-o",
             "ConnectTimeout=10",
             "-o",
-            "StrictHostKeyChecking=accept-new",
+            "StrictHostKeyChecking=yes",  # the deploy seeds each worker's host key: no trust on first use
             "-o",
             f"UserKnownHostsFile={config['known_hosts']}",
             f"root@{peer['address']}",
@@ -521,12 +522,25 @@ def act(config, state, problems):
     save_state(config["state_file"], state)
 
 
+def check_peers(config):
+    """The restart path tried before a fault needs it: the rank control's `state` on every worker, with the
+    watchdog's own key and known hosts. One line per worker; 1 when any cannot be reached."""
+    failed = False
+    for peer in config["peers"]:
+        rc, out = peer_command(config, peer, "state", timeout=30)
+        failed |= rc != 0
+        print(f"{peer['host']} ({peer['address']}): " + (f"rank {out}" if rc == 0 else f"unreachable: {out}"))
+    return 1 if failed else 0
+
+
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[2:] not in ([], ["--peers"]):
+        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-2:]), file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8") as source:
         config = dict(json.load(source), path=argv[1])
+    if argv[2:] == ["--peers"]:
+        return check_peers(config)
     return 1 if look(config) else 0
 
 
