@@ -154,6 +154,13 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
         listing = sh(index, f"cd {SNAPSHOT} && find -L . -type f -exec sha256sum {{}} +")
         have = {line.split()[1][2:]: line.split()[0] for line in listing.splitlines() if line.strip()}
         assert have == want, f"node-{index}: {have}"
+        # The manifest keeps the hub's hash of each file, checked against the bytes after the download / the copy.
+        manifest = json.loads(
+            sh(index, f"cat {CACHE}/spark-serve-manifests/models--spark-serve--tiny-llama@{COMMIT}.json")
+        )
+        lfs = {rel for rel in want if rel.endswith((".bin", ".safetensors"))}
+        assert {rel: manifest["hashes"][rel] for rel in lfs} == {rel: f"sha256:{want[rel]}" for rel in lfs}
+        assert set(manifest["hashes"]) == set(want), manifest["hashes"]
     rc, out = ansible("molecule/hf_model/converge.yml")
     assert rc == 0 and "changed=0" in out and out.count("changed=0") == 2, out[-3000:]
     hub_control({})

@@ -307,7 +307,9 @@ def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
     (tmp_path / "rotated.key").write_text(new + "\n")
     stop = sf.fresh_watchdog()
     try:
+        started = time.monotonic()
         rc, out = sf.deploy("-e", json.dumps({"vllm_service_api_key_file": str(tmp_path / "rotated.key")}))
+        print(f"\n[key rotated under the watchdog] deploy {time.monotonic() - started:.0f} s, gated")
         assert rc == 0 and "ready: /health 200 and all 2 rank(s) running" in out, out[-6000:]
         assert "acceptance PASSED" in out, "a rotation is gated like any change"
         assert sf.watchdog_looks(2), "the watchdog made no look after the rotation"
@@ -319,7 +321,9 @@ def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
                 assert refused.code == status, f"key {'old' if key == old else key and 'new'}: {refused.code}"
         assert new not in out and old not in out
 
+        started = time.monotonic()
         rc, out = sf.deploy()
+        print(f"[key withdrawn under the watchdog] deploy {time.monotonic() - started:.0f} s")
         assert rc == 0 and "ready: /health 200 and all 2 rank(s) running" in out, out[-6000:]
         assert sf.watchdog_looks(2), "the watchdog made no look after the key was withdrawn"
         rc, _ = node_exec(0, "test -e /etc/spark-serve/secrets.env")

@@ -37,6 +37,13 @@ options:
     description: Expected files and sizes (relative path to bytes); empty uses the manifest's.
     type: dict
     default: {}
+  verify_hashes:
+    description:
+      - Hash every file's blob and compare it with the blob's name, the hub's hash of the file (the LFS sha256,
+        or the git blob sha1 of a small file); a mismatch is a problem. Reads every byte, so only after a download
+        or a copy.
+    type: bool
+    default: false
 author: spark-serve
 """
 
@@ -91,6 +98,11 @@ tree_cache:
   description: The client's tree listing of the commit (C(trees/<commit>.json), relative to the repo folder), or "".
   returned: always
   type: str
+hashes:
+  description: With I(verify_hashes), relative path to the hub's hash its content matched (C(sha256:<hex>) or
+    C(git-sha1:<hex>)); the manifest keeps them.
+  returned: always
+  type: dict
 partial_downloads:
   description: Temporary C(*.incomplete) files under C(blobs/) (left by an interrupted download).
   returned: always
@@ -103,6 +115,23 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.blob_hashes import blob_problem
+
+
+def hash_problems(repo_folder, files, result):
+    """Hash each file's blob once against its name; fill result['hashes'] with the matches."""
+    problems = []
+    for rel, info in sorted(files.items()):
+        name = os.path.basename(info["blob"])
+        if not info["blob"]:
+            problem = f"{rel}: not a link into the cache's blobs/, so it cannot be checked against the hub's hash"
+        else:
+            problem = blob_problem(rel, os.path.join(repo_folder, info["blob"]), name)
+        if problem:
+            problems.append(problem)
+        else:
+            result["hashes"][rel] = ("sha256:" if len(name) == 64 else "git-sha1:") + name
+    return problems
 
 
 def main():
@@ -114,6 +143,7 @@ def main():
             "manifest_dir": {"type": "path", "required": True},
             "commit": {"type": "str", "default": ""},
             "expected": {"type": "dict", "default": {}},
+            "verify_hashes": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -141,6 +171,7 @@ def main():
         "files": {},
         "sizes": {},
         "tree_cache": "",
+        "hashes": {},
         "partial_downloads": [],
     }
     blobs = os.path.join(repo_folder, "blobs")
@@ -187,6 +218,8 @@ def main():
             problems.append(f"{rel}: missing (expected {want} bytes)")
         elif have["size"] != want:
             problems.append(f"{rel}: {have['size']} bytes, expected {want}")
+    if p["verify_hashes"]:
+        problems += hash_problems(repo_folder, files, result)
     result["problems"] = problems
     result["complete"] = bool(result["manifest"]) and not problems and bool(expected)
     module.exit_json(**result)
