@@ -6,7 +6,7 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
   url:
-    description: Base URL of the head's API (http://host:port), without C(/v1).
+    description: Base URL of the head's API (https://host:port of the front door), without C(/v1).
     type: str
     required: true
   model:
@@ -15,6 +15,11 @@ options:
     required: true
   api_key_file:
     description: File holding the API key on the controller; the key is sent as a bearer token, never returned.
+    type: path
+  ca_file:
+    description:
+      - CA certificate (PEM, on the controller) that signed the certificate of an https I(url), the front door's CA
+        (roles/front_door). Unset, the system's trust store decides.
     type: path
 attributes:
   check_mode:

@@ -105,6 +105,7 @@ from ansible.module_utils.openai_client import (
     ServerUnreachable,
     api_argument_spec,
     module_api_key,
+    module_tls_context,
     read_metrics,
     stream_chat,
 )
@@ -116,7 +117,7 @@ ARGUMENT_SPEC = api_argument_spec(
 )
 
 
-def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.0, nonce=None):
+def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.0, nonce=None, context=None):
     """Read /metrics, send the plan one request at a time, read /metrics, summarize and evaluate.
 
     Raises ServerUnreachable only when the first /metrics read fails (the server is not up). A server that stops
@@ -124,7 +125,7 @@ def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.
     """
     url = url.rstrip("/")
     nonce = nonce or uuid.uuid4().hex[:12]
-    before = read_metrics(url, api_key, timeout_s)
+    before = read_metrics(url, api_key, timeout_s, context)
     measurements = []
     lost_during = None
     for planned in request_plan(acceptance, nonce):
@@ -138,12 +139,12 @@ def run_gate(url, model, acceptance, api_key=None, previous=None, timeout_s=600.
             )
             continue
         try:
-            measurements.append(stream_chat(url, model, planned, api_key, timeout_s))
+            measurements.append(stream_chat(url, model, planned, api_key, timeout_s, context))
         except ServerUnreachable as err:
             measurements.append({"name": planned["name"], "kind": planned["kind"], "error": str(err)})
             lost_during = planned["name"]
     try:
-        after = read_metrics(url, api_key, timeout_s)
+        after = read_metrics(url, api_key, timeout_s, context)
     except ServerUnreachable:
         after = {}  # the counters' deltas are then unknown; the failed requests already reject the run
     summary = summarize(measurements, counter_deltas(before, after))
@@ -172,6 +173,7 @@ def main():
             api_key=api_key,
             previous=params["previous"],
             timeout_s=params["timeout_s"],
+            context=module_tls_context(module),
         )
     except ServerUnreachable as err:
         module.fail_json(msg=f"the acceptance gate cannot reach the server: {err}")

@@ -196,7 +196,8 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.engine_rules import PLATFORMS, plan, violation
+from ansible.module_utils.engine_rules import plan, violation
+from ansible.module_utils.hybrid_block import PLATFORMS
 from ansible.module_utils.vllm_catalogs import DEFAULT_ENGINE_VERSION
 
 ARGUMENT_SPEC = dict(

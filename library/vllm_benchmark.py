@@ -180,7 +180,13 @@ from ansible.module_utils.bench_report import (
     problems,
     rows,
 )
-from ansible.module_utils.openai_client import ServerUnreachable, api_argument_spec, module_api_key, stream_chat
+from ansible.module_utils.openai_client import (
+    ServerUnreachable,
+    api_argument_spec,
+    module_api_key,
+    module_tls_context,
+    stream_chat,
+)
 
 ARGUMENT_SPEC = api_argument_spec(
     input_words=dict(type="list", elements="int", default=[1000, 4000, 16000]),
@@ -194,7 +200,7 @@ ARGUMENT_SPEC = api_argument_spec(
 )
 
 
-def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, nonce=None, repeats=1):
+def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, nonce=None, repeats=1, context=None):
     """Send the plan one request at a time; each measurement also carries its input length and repeat.
 
     Raises ServerUnreachable when the server does not answer: a partial run has no row to compare.
@@ -203,7 +209,7 @@ def measure(url, model, input_words, max_tokens, api_key=None, timeout_s=600.0, 
     nonce = nonce or uuid.uuid4().hex[:12]
     return [
         dict(
-            stream_chat(url, model, planned, api_key, timeout_s),
+            stream_chat(url, model, planned, api_key, timeout_s, context),
             input_words=planned["input_words"],
             repeat=planned["repeat"],
         )
@@ -339,6 +345,7 @@ def main():
             api_key=api_key,
             timeout_s=params["timeout_s"],
             repeats=params["repeats"],
+            context=module_tls_context(module),
         )
     except ServerUnreachable as err:
         module.fail_json(msg=f"the benchmark cannot reach the server: {err}")

@@ -101,6 +101,7 @@ from ansible.module_utils.openai_client import (
     ServerUnreachable,
     api_argument_spec,
     module_api_key,
+    module_tls_context,
     read_metrics,
     read_metrics_text,
     stream_chat,
@@ -117,10 +118,10 @@ ARGUMENT_SPEC = api_argument_spec(
 )
 
 
-def gather(url, model, api_key, params):
+def gather(url, model, api_key, params, context=None):
     """Evidence for classify(): counters around a cold + repeated probe of the requested length, and the cache
     block the engine itself reports (the recorded prediction only when /metrics does not say)."""
-    metrics_text = read_metrics_text(url, api_key, params["timeout_s"])
+    metrics_text = read_metrics_text(url, api_key, params["timeout_s"], context)
     before = parse_metrics(metrics_text)
     logged_block = engine_cache_block(metrics_text)
     planned = {
@@ -129,10 +130,10 @@ def gather(url, model, api_key, params):
         "messages": [{"role": "user", "content": probe_prompt(uuid.uuid4().hex[:12], params["probe_words"])}],
     }
     probes = [
-        stream_chat(url, model, dict(planned, name=name), api_key, params["timeout_s"])
+        stream_chat(url, model, dict(planned, name=name), api_key, params["timeout_s"], context)
         for name in ("probe-first", "probe-repeat")
     ]
-    after = read_metrics(url, api_key, params["timeout_s"])
+    after = read_metrics(url, api_key, params["timeout_s"], context)
     return {
         "served_before": before.get("vllm:request_success_total"),
         "warmup_requests": params["warmup_requests"],
@@ -153,7 +154,7 @@ def main():
     params = module.params
     api_key = module_api_key(module)
     try:
-        evidence = gather(params["url"].rstrip("/"), params["model"], api_key, params)
+        evidence = gather(params["url"].rstrip("/"), params["model"], api_key, params, module_tls_context(module))
     except ServerUnreachable as err:
         module.fail_json(
             msg=f"cannot diagnose: the service does not answer ({err}); "

@@ -9,7 +9,7 @@ import json
 import math
 import re
 
-from ansible.module_utils.hybrid_block import predict_block
+from ansible.module_utils.hybrid_block import GPUS_PER_NODE, PLATFORMS, predict_block, text_config
 from ansible.module_utils.input_rules import (
     MODEL_ID,
     RANK_DESTS,
@@ -23,13 +23,6 @@ from ansible.module_utils.input_rules import (
 )
 from ansible.module_utils.redaction import REDACTED, is_secret_name, redact
 from ansible.module_utils.vllm_catalogs import catalog_for
-
-PLATFORMS = {
-    # platform: GPUs (ranks) per node by default
-    "gb10": 1,
-    "sm90": 8,
-    "cpu": 1,
-}
 
 ALLOCATOR_ENV = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 # The fabric's environment (roles/roce_network/tasks/verify.yml publishes it per node): never a profile's.
@@ -405,12 +398,8 @@ def format_allocator_conf(pairs):
     return ",".join(f"{k}:{v}" for k, v in pairs.items())
 
 
-def model_text_config(model_config):
-    return model_config.get("text_config") or model_config
-
-
 def model_max_len(model_config):
-    cfg = model_text_config(model_config)
+    cfg = text_config(model_config)
     limit = cfg.get("max_position_embeddings") or model_config.get("max_position_embeddings")
     scaling = cfg.get("rope_scaling") or {}
     if (
@@ -626,7 +615,7 @@ class Plan:
         tp = values.get("tensor_parallel_size", 1)
         pp = values.get("pipeline_parallel_size", 1)
         dp = values.get("data_parallel_size", 1)
-        per_node = self.p.get("gpus_per_node") or PLATFORMS.get(platform, 1)
+        per_node = self.p.get("gpus_per_node") or GPUS_PER_NODE.get(platform, 1)
         if all(is_int(n) for n in (tp, pp, dp)) and tp * pp * dp != nodes * per_node:
             self.fail(
                 "engine.tensor_parallel_size",
@@ -646,7 +635,7 @@ class Plan:
         self.check_pipeline_split(model_config, pp)
         if not isinstance(tp, int) or tp < 1:
             return
-        cfg = model_text_config(model_config)
+        cfg = text_config(model_config)
         heads = cfg.get("num_attention_heads")
         kv_heads = cfg.get("num_key_value_heads", heads)
         if heads and heads % tp:
@@ -686,7 +675,7 @@ class Plan:
 
     def check_pipeline_split(self, model_config, pp):
         """PP splits the decoder layers: refused where the engine refuses it, a warning where stages differ."""
-        cfg = model_text_config(model_config)
+        cfg = text_config(model_config)
         layers = cfg.get("num_hidden_layers")
         if not is_int(pp) or pp <= 1 or not is_int(layers):
             return
@@ -772,7 +761,7 @@ class Plan:
         table = self.p.get("moe_table")
         if table is None:
             return None
-        cfg = model_text_config(model_config)
+        cfg = text_config(model_config)
         experts = cfg.get("num_experts") or cfg.get("n_routed_experts")
         inter = cfg.get("moe_intermediate_size")
         tp = values.get("tensor_parallel_size", 1)

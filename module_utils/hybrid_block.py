@@ -22,8 +22,12 @@ import json
 import math
 import re
 
+# The platforms a profile may name, defined once (engine_rules, vllm_args and the tests import it; the profile
+# schema's enum and vllm_args' documented choices are held to it by a unit test): GPUs (ranks) per node by default.
+GPUS_PER_NODE = {"gb10": 1, "sm90": 8, "cpu": 1}
+PLATFORMS = tuple(GPUS_PER_NODE)
+
 SUPPORTED_VERSIONS = ("0.30", "0.32", "0.33")
-PLATFORMS = ("gb10", "sm90", "cpu")
 
 # platform -> (compute capability major, minor, default CUDA runtime major)
 _GPU = {"gb10": (12, 1, 13), "sm90": (9, 0, 12)}
@@ -132,8 +136,9 @@ def _dtype_name(value, what):
     return name
 
 
-def _text_config(model_config):
-    """hf_text_config: the nested text_config for multimodal wrappers (qwen3_5, qwen4_exp), else the root.
+def text_config(model_config):
+    """hf_text_config: the nested text_config for multimodal wrappers (qwen3_5, qwen4_exp), else the root; the one
+    reading of it (engine_rules checks heads and lengths through it too).
 
     Keys missing from text_config fall back to the root (Qwen4ExpConfig also accepts a flat layout:
     models/qwen4_exp/config.py:Qwen4ExpConfig.__init__ builds text_config from top-level kwargs).
@@ -374,7 +379,7 @@ def predict_block(model_config, engine, *, platform, engine_version, env=None, c
 
 def _model(p):
     """Model family, parallelism, dtype and speculative tokens."""
-    text = p.text = _text_config(p.model_config)
+    text = p.text = text_config(p.model_config)
     model_type = str(text.get("model_type") or p.model_config.get("model_type") or "").lower()
     root_type = str(p.model_config.get("model_type") or model_type).lower()
     p.hybrid = _is_hybrid(root_type, text) or _is_hybrid(model_type, text)

@@ -6,6 +6,7 @@ vllm_benchmark) measures a request the same way, and plain pytest can drive it a
 
 import http.client
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +29,7 @@ def api_argument_spec(**module_options):
         url=dict(type="str", required=True),
         model=dict(type="str", required=True),
         api_key_file=dict(type="path", no_log=False),
+        ca_file=dict(type="path"),
         **module_options,
     )
 
@@ -55,6 +57,20 @@ def module_api_key(module):
     return api_key
 
 
+def module_tls_context(module):
+    """The TLS context that trusts only the module's ca_file (the front door's CA), or None (the system's store).
+
+    Fails the module, naming the file, when it cannot be read.
+    """
+    path = module.params["ca_file"]
+    if not path:
+        return None
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as err:
+        module.fail_json(msg=f"ca_file {path}: {getattr(err, 'strerror', None) or err}")
+
+
 def _headers(api_key):
     headers = {"Content-Type": "application/json"}
     if api_key:
@@ -70,16 +86,16 @@ def _http_error_text(err):
     return f"HTTP {err.code} {err.reason}: {body[:300]}" if body else f"HTTP {err.code} {err.reason}"
 
 
-def read_metrics(url, api_key, timeout_s):
+def read_metrics(url, api_key, timeout_s, context=None):
     """{metric: value} from GET <url>/metrics; ServerUnreachable when it cannot be read."""
-    return parse_metrics(read_metrics_text(url, api_key, timeout_s))
+    return parse_metrics(read_metrics_text(url, api_key, timeout_s, context))
 
 
-def read_metrics_text(url, api_key, timeout_s):
+def read_metrics_text(url, api_key, timeout_s, context=None):
     """The exposition text of GET <url>/metrics (labels included); ServerUnreachable when it cannot be read."""
     request = urllib.request.Request(f"{url}/metrics", headers=_headers(api_key))
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
             return response.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as err:
         raise ServerUnreachable(f"GET {url}/metrics: {_http_error_text(err)}") from err
@@ -94,14 +110,15 @@ def _carries_token(delta):
     )
 
 
-def stream_chat(url, model, planned, api_key, timeout_s):
+def stream_chat(url, model, planned, api_key, timeout_s, context=None):
     """Send one planned request as a streaming chat completion and measure it.
 
     `planned` holds name, kind, messages, max_tokens and optionally the keys of OPTIONAL_BODY_KEYS.
     Returns ttft_s and last_token_s (seconds from sending to the first and last chunk carrying a token),
     prompt/completion/cached tokens from the final usage chunk, finish_reason, tool_calls (name and accumulated
     argument text), and error for an HTTP or in-stream error.
-    Raises ServerUnreachable when the server does not answer or stops answering.
+    Raises ServerUnreachable when the server does not answer or stops answering. `context`: the TLS context of an
+    https url (module_tls_context).
     """
     body = {
         "model": model,
@@ -131,7 +148,7 @@ def stream_chat(url, model, planned, api_key, timeout_s):
     calls = {}
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
             for raw in response:
                 line = raw.decode("utf-8", "replace").strip()
                 if not line.startswith("data:"):

@@ -1,5 +1,6 @@
 """The design card's commands, literally, from the project root: `-i spark-pair`, `-i spark-single`, a wrong `-i`,
-and the README's ad hoc vllm_args on a machine whose interpreter discovery would pick a broken python."""
+and the documented ad hoc vllm_args (docs/profiles.md) on a machine whose interpreter discovery would pick a broken
+python."""
 
 import os
 import re
@@ -70,10 +71,10 @@ def test_wrong_inventory_says_no_spark_nodes_group_was_found(tmp_path, inventory
     assert not tmp_path.joinpath("pair").exists()
 
 
-def readme_adhoc_command():
-    """The README's ad hoc vllm_args command, exactly as a user copies it (continuation lines joined)."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+def documented_adhoc_command():
+    """docs/profiles.md's ad hoc vllm_args command, exactly as a user copies it (continuation lines joined)."""
+    page = (ROOT / "docs" / "profiles.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", page, re.S)
     command = next(block for block in blocks if block.lstrip().startswith("ansible localhost"))
     return command.replace("\\\n", " ").strip()
 
@@ -92,8 +93,8 @@ def broken_pythons(tmp_path):
     return folder
 
 
-def test_readme_adhoc_command_runs_although_discovery_would_pick_a_broken_python(broken_pythons):
-    command = readme_adhoc_command()
+def test_documented_adhoc_command_runs_although_discovery_would_pick_a_broken_python(broken_pythons):
+    command = documented_adhoc_command()
     assert "-m vllm_args" in command and "ansible_python_interpreter" not in command
     # Control: with discovery (what Ansible does without the project's setting) the broken python is picked.
     rc, out = run(
@@ -102,8 +103,8 @@ def test_readme_adhoc_command_runs_although_discovery_would_pick_a_broken_python
         shell=True,
     )
     assert rc != 0 and "broken python" in out, out[-3000:]
-    # The README's command as is: the project runs the controller's modules with Ansible's own python.
+    # The documented command as is: the project runs the controller's modules with Ansible's own python.
     rc, out = run(command, path_prefix=[broken_pythons], shell=True)
-    assert rc != 0, "the README's example profile is the refused one (retention 1600 with MTP 4)"
+    assert rc != 0, "the documented example profile is the refused one (retention 1600 with MTP 4)"
     assert "broken python" not in out, out[-3000:]
     assert "engine.prefix_cache_retention_interval=1600" in out and "1616" in out, out[-3000:]

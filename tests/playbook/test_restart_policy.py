@@ -58,7 +58,11 @@ def test_default_policy_follows_the_node_count(tmp_path, name, expected):
             ]
         )
     )
-    extra = {"vllm_service_profile": {k: v for k, v in profiles()[name].items() if k in ("nodes", "container")}}
+    kept = ("nodes", "container", "platform")
+    extra = {
+        "vllm_service_api_key_file": "/dev/null",
+        "vllm_service_profile": {k: v for k, v in profiles()[name].items() if k in kept},
+    }
     rc, out = run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(book), "-e", json.dumps(extra)]
     )

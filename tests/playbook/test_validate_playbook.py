@@ -51,7 +51,13 @@ def local_inventory(tmp_path, profile_name, overrides=None):
             }
         )
     )
-    group = {"spark_serve_profile": profile_name, "spark_serve_profile_overrides": overrides or {}}
+    key = tmp_path / "api-key"
+    key.write_text("sk-local-test-key\n")
+    group = {
+        "spark_serve_profile": profile_name,
+        "spark_serve_profile_overrides": overrides or {},
+        "vllm_service_api_key_file": str(key),  # as every shipped real inventory names one
+    }
     (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(group))
     return inv
 
@@ -82,6 +88,20 @@ def test_site_check_renders_every_shipped_profile(tmp_path, name):
     assert "effective block" in out
     assert "vllm serve" in out
     assert not state.exists(), "check mode wrote the rendered arguments"
+
+
+def test_a_real_profile_without_a_key_is_refused_unless_it_allows_it(tmp_path):
+    group = local_inventory(tmp_path, "pair") / "group_vars" / "all.yml"
+    keyless = {k: v for k, v in yaml.safe_load(group.read_text()).items() if k != "vllm_service_api_key_file"}
+    group.write_text(yaml.safe_dump(keyless))
+    args = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(group.parents[1])]
+    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    assert rc != 0
+    assert 'vllm_service_api_key_file="": a gb10 profile without an API key (rule: the API of real Sparks' in out, out
+    assert "nothing was changed" in out
+    group.write_text(yaml.safe_dump(dict(keyless, spark_serve_profile_overrides={"allow_unauthenticated": True})))
+    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    assert rc == 0, out[-3000:]
 
 
 def test_bad_profile_stops_at_validation_with_every_violation(tmp_path):

@@ -7,6 +7,7 @@ the effective engine arguments and one answered request.
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -49,9 +50,12 @@ def main():
     )
 
     profile = "testbed" if NODES == "2" else "testbed-single"
-    endpoint = f"http://{tb.NODE_IPS[0]}:8000/v1"
+    endpoint = f"https://{tb.NODE_IPS[0]}:8443/v1"
+    controller_dir = ROOT / ".testbed" / os.environ.get("SPARK_TESTBED_INSTANCE", "0") / "spark-serve"
+    ca = controller_dir / "front-door" / "ca.pem"
     print(f"\nendpoint: {endpoint}  (model tiny-llama, profile {profile}, TP{NODES} across {NODES} test node(s))")
-    state = ROOT / ".testbed" / os.environ.get("SPARK_TESTBED_INSTANCE", "0") / "spark-serve" / profile
+    print(f"front door: nginx on the head, TLS signed by {ca.relative_to(ROOT)} (curl --cacert it)")
+    state = controller_dir / profile
     for args_file in sorted(state.glob("rank*.args.json")):
         rendered = json.loads(args_file.read_text())
         print(f"{args_file.stem}: {' '.join(rendered['argv'])}")
@@ -69,7 +73,7 @@ def main():
     request = urllib.request.Request(
         f"{endpoint}/chat/completions", data=body, headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=120) as response:
+    with urllib.request.urlopen(request, timeout=120, context=ssl.create_default_context(cafile=ca)) as response:
         answer = json.load(response)
     print(
         f"request: Say hello to the Spark pair.\nanswer:  {answer['choices'][0]['message']['content']!r} "

@@ -7,6 +7,7 @@ Every scenario runs the project's real playbooks against the real vLLM CPU engin
 import ast
 import json
 import re
+import ssl
 import subprocess
 import threading
 import time
@@ -15,7 +16,9 @@ import urllib.request
 
 from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_exec, playbook
 
-HEAD = f"http://10.253.{16 * int(INSTANCE)}.10:8000"
+# The head's front door (roles/front_door): TLS on 8443 with the CA the first deploy made on this controller.
+HEAD = f"https://10.253.{16 * int(INSTANCE)}.10:8443"
+DOOR_CA = ROOT / ".testbed" / str(INSTANCE) / "spark-serve" / "front-door" / "ca.pem"
 MODEL = "tiny-llama"
 PAIR = "inventories/testbed-pair"
 # The engine's own bound when a rank never arrives: the CPU build's gloo default and NCCL's
@@ -26,12 +29,53 @@ TESTBED_TIMEOUT_S = 300  # the testbed profile's distributed_timeout_seconds: th
 FAST_NETDEV, FAST_MTU, MASTER_PORT = "enp1s0f1np1", 9000, 29501
 
 
+def door():
+    """A TLS context that trusts only the test bed's front-door CA."""
+    return ssl.create_default_context(cafile=DOOR_CA)
+
+
 def post(path, body, timeout=120, api_key=None):
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     request = urllib.request.Request(HEAD + path, data=json.dumps(body).encode(), headers=headers)
-    return urllib.request.urlopen(request, timeout=timeout)
+    return urllib.request.urlopen(request, timeout=timeout, context=door())
+
+
+# What another node on the LAN may ask the head's front door: method, path, body.
+DOOR_CHAT = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+DOOR_PATHS = [
+    ("POST", "/v1/chat/completions", DOOR_CHAT),
+    ("POST", "/v1/completions", {"model": MODEL, "max_tokens": 2, "prompt": "hi"}),
+    ("GET", "/v1/models", None),
+    ("POST", "/invocations", DOOR_CHAT),
+    ("POST", "/tokenize", {"model": MODEL, "prompt": "hi"}),
+    ("GET", "/metrics", None),
+    ("GET", "/health", None),
+]
+
+
+def door_from_node(index, key):
+    """{(path, 'no key'|'wrong key'|'key'): HTTP status} of every DOOR_PATHS request sent from test node `index`
+    with curl, verifying the door with its CA; plus ('plain http', port) for plain HTTP to the door and to vLLM's
+    own port (000: the connection was refused)."""
+    node_exec(index, f"cat > /tmp/door-ca.pem <<'EOF'\n{DOOR_CA.read_text()}EOF")
+    host = HEAD.split("//")[1].split(":")[0]
+    statuses = {}
+    for method, path, body in DOOR_PATHS:
+        for label, sent in (("no key", None), ("wrong key", "sk-wrong"), ("key", key)):
+            auth = f"-H 'Authorization: Bearer {sent}'" if sent else ""
+            data = f"-H 'Content-Type: application/json' -d '{json.dumps(body)}'" if body else ""
+            _, out = node_exec(
+                index,
+                f"curl -s -o /dev/null -w '%{{http_code}}' -m 30 --cacert /tmp/door-ca.pem -X {method} {auth} {data} "
+                f"{HEAD}{path}",
+            )
+            statuses[(path, label)] = out.strip()
+    for port in (8443, 8000):
+        _, out = node_exec(index, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://{host}:{port}/v1/models")
+        statuses[("plain http", port)] = out.strip()
+    return statuses
 
 
 def chat(content, max_tokens=8, **body):
@@ -40,7 +84,7 @@ def chat(content, max_tokens=8, **body):
 
 def health():
     try:
-        with urllib.request.urlopen(HEAD + "/health", timeout=5) as response:
+        with urllib.request.urlopen(HEAD + "/health", timeout=5, context=door()) as response:
             return response.status
     except (OSError, urllib.error.HTTPError):
         return None
@@ -443,7 +487,7 @@ class Load:
 def metrics_value(name):
     """One of the head's /metrics values summed over its label sets (None when /metrics does not answer)."""
     try:
-        with urllib.request.urlopen(HEAD + "/metrics", timeout=10) as response:
+        with urllib.request.urlopen(HEAD + "/metrics", timeout=10, context=door()) as response:
             text = response.read().decode()
     except OSError:
         return None

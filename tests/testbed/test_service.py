@@ -293,13 +293,37 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks_is_rotat
         assert secret not in path.read_text(errors="replace"), f"the key was written to {path}"
     for index in range(2):
         rc, hits = node_exec(
-            index, f"grep -rls --exclude=secrets.env -e '{secret}' /etc/spark-serve /var/lib/spark-serve/records; true"
+            index,
+            f"grep -rls --exclude=secrets.env --exclude=api-key.conf -e '{secret}' /etc/spark-serve "
+            "/var/lib/spark-serve/records /etc/nginx; true",
         )
         assert hits.strip() == "", f"node-{index}: the key was written to {hits}"
     assert leaks == {}, leaks
-    _, env_file = node_exec(0, "stat -c '%a %U' /etc/spark-serve/secrets.env")
-    assert env_file.split() == ["600", "root"], env_file
+    for held_by in ("/etc/spark-serve/secrets.env", "/etc/spark-serve/front-door/api-key.conf"):  # engine, door
+        _, mode = node_exec(0, f"stat -c '%a %U' {held_by}")
+        assert mode.split() == ["600", "root"], (held_by, mode)
+    the_front_door_is_closed_to_another_node(secret)
     rotated_and_withdrawn_under_the_watchdog(secret, tmp_path)
+
+
+def the_front_door_is_closed_to_another_node(key):
+    """From node-1, as any host on the LAN: every /v1 path needs the key, nothing else but /health is forwarded,
+    /metrics answers only the controller, plain HTTP reaches nothing."""
+    statuses = sf.door_from_node(1, key)
+    table = "; ".join(f"{path} {label}: {code}" for (path, label), code in statuses.items())
+    print(f"\n[front door from node-1] {table}")
+    for (path, label), code in statuses.items():
+        if path.startswith("/v1/"):
+            assert code == ("200" if label == "key" else "401"), (path, label, code)
+        elif path in ("/invocations", "/tokenize"):
+            assert code == "404", (path, label, code)  # never forwarded, whatever the key
+        elif path == "/metrics":
+            assert code == "403", (path, label, code)
+        elif path == "/health":
+            assert code == "200", (path, label, code)
+    assert statuses[("plain http", 8443)] == "301", "plain HTTP to the door must be redirected to https"
+    assert statuses[("plain http", 8000)] == "000", "vLLM's own port must not answer another host"
+    assert sf.metrics_value("vllm:num_requests_running") is not None, "/metrics must answer the controller"
 
 
 def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):

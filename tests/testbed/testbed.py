@@ -68,6 +68,7 @@ NODE_PACKAGES = [
     "tini",
     "less",
     "python3-docker",  # the Docker SDK community.docker's modules use on the node
+    "nginx",  # what roles/front_door installs on a real head; pinned there to the version this image holds
 ]
 # `--privileged` fails here (no CAP_SYS_RESOURCE in the host's bounding set): emulate it.
 NODE_RUN_OPTS = [

@@ -4,7 +4,10 @@ import copy
 
 import jsonschema
 import pytest
+import yaml
 from ansible.module_utils.engine_rules import plan
+from ansible.module_utils.hybrid_block import PLATFORMS
+from ansible.modules import vllm_args
 
 from tests.profiles import SCHEMA, extra, profile, profiles, set_in, vllm_args_params
 
@@ -305,10 +308,12 @@ def test_malformed_table_is_large_enough():
 
 
 def test_a_profile_change_does_not_mutate_the_shipped_one():
+    """Both ways to read a profile hand out copies: a test that changes what it read leaves the next read alone."""
     before = copy.deepcopy(profiles())
-    prof = profile("pair")
-    prof["engine"]["max_num_seqs"] = 99
+    profiles()["pair"]["engine"]["max_num_seqs"] = 99
+    profile("pair")["engine"]["tensor_parallel_size"] = 7
     assert profiles() == before
+    assert before["pair"]["engine"]["max_num_seqs"] != 99
 
 
 def test_extra_args_are_typed_rendered_canonically_and_feed_the_block_prediction():
@@ -332,3 +337,10 @@ def test_argv_is_one_canonical_form_whatever_the_key_order():
     reordered["engine"]["speculative_config"] = dict(reversed(list(spec.items())))
     assert list(reordered["engine"]) != list(prof["engine"])
     assert plan(vllm_args_params(reordered))["argv"] == plan(vllm_args_params(prof))["argv"]
+
+
+def test_the_platform_list_is_defined_once():
+    """hybrid_block.PLATFORMS is the definition; the schema's enum and vllm_args' documented choices follow it."""
+    assert set(SCHEMA["properties"]["platform"]["enum"]) == set(PLATFORMS)
+    documented = yaml.safe_load(vllm_args.DOCUMENTATION)["options"]["platform"]["choices"]
+    assert set(documented) == set(PLATFORMS)

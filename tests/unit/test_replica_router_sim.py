@@ -1,4 +1,4 @@
-"""tests/bench/replica_router_sim.py: the routing model behind the README's plan for 8-16 Sparks."""
+"""tests/bench/replica_router_sim.py: the routing model behind docs/clusters.md's plan for 8-16 Sparks."""
 
 import random
 

@@ -1,0 +1,82 @@
+"""The README and docs/ against the code: the lists a newcomer reads (playbooks, roles, modules, profiles, rule names,
+case counts) name exactly what exists, and the front page stays a front page."""
+
+import ast
+import re
+from pathlib import Path
+
+from tests.profiles import profiles
+from tests.unit.test_hostile_input import CASES
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+
+
+def table_column(text, heading):
+    """First-column names (in backticks) of the Markdown table that follows `heading`."""
+    section = text.split(heading, 1)[1]
+    rows = []
+    for line in section.splitlines()[1:]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            break
+    return {m.group(1) for row in rows[2:] for m in [re.match(r"\| `([^`]+)`", row)] if m}
+
+
+def test_the_front_page_is_short_and_links_every_page():
+    assert len(README.splitlines()) <= 120
+    for page in DOCS.glob("*.md"):
+        assert f"docs/{page.name}" in README, f"docs/{page.name} is not linked from the README"
+    for linked in re.findall(r"`(docs/[a-z-]+\.md)`", README):
+        assert (ROOT / linked).exists(), f"the README links {linked}, which does not exist"
+
+
+def test_the_readme_names_every_playbook_and_role():
+    for book in (ROOT / "playbooks").glob("*.yml"):
+        if book.stem != "profile":  # imported by the others, never run on its own
+            assert f"playbooks/{book.name}" in README, book.name
+    for role in (ROOT / "roles").iterdir():
+        assert f"roles/{role.name}" in README, role.name
+
+
+def test_the_architecture_page_lists_exactly_the_modules_and_module_utils():
+    page = (DOCS / "architecture.md").read_text()
+    modules = {p.stem for p in [*(ROOT / "library").glob("*.py"), *(ROOT / "roles").glob("*/library/*.py")]}
+    assert table_column(page, "## Modules") == modules
+    assert table_column(page, "## module_utils") == {p.stem for p in (ROOT / "module_utils").glob("*.py")}
+
+
+def test_the_profiles_page_lists_exactly_the_shipped_profiles():
+    page = (DOCS / "profiles.md").read_text()
+    # The profile table comes before the field table; a row may name two profiles (`baseline`, `no-prefix`).
+    first_cells = re.findall(r"^\| (`[^|]+`) \|", page.split("Profile fields")[0], re.M)
+    listed = {name.strip("` ") for cell in first_cells for name in cell.split(",")}
+    assert listed == set(profiles())
+
+
+def rule_names_in_code():
+    """Every rule name engine_rules passes to a refusal as a literal."""
+    tree = ast.parse((ROOT / "module_utils" / "engine_rules.py").read_text())
+    return {
+        node.args[2].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("fail", "violation")
+        and len(node.args) >= 3
+        and isinstance(node.args[2], ast.Constant)
+    }
+
+
+def test_the_profiles_page_names_exactly_the_rules_the_code_refuses_by():
+    page = (DOCS / "profiles.md").read_text()
+    code = rule_names_in_code()
+    assert len(code) > 30, "the scan found too few rules to mean anything"
+    assert table_column(page, "### Rule names") == code
+
+
+def test_the_hostile_case_count_is_the_test_files_own():
+    page = (DOCS / "profiles.md").read_text()
+    stated = re.search(r"(\d+) cases in `tests/unit/test_hostile_input.py`", page)
+    assert stated and int(stated.group(1)) == len(CASES), (stated and stated.group(1), len(CASES))
