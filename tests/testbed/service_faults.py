@@ -7,6 +7,7 @@ Every scenario runs the project's real playbooks against the real vLLM CPU engin
 import ast
 import json
 import re
+import socket
 import ssl
 import subprocess
 import threading
@@ -76,6 +77,49 @@ def door_from_node(index, key):
         _, out = node_exec(index, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://{host}:{port}/v1/models")
         statuses[("plain http", port)] = out.strip()
     return statuses
+
+
+# The head on the LAN (where the controller and other hosts reach it) and on the fast link (where the ranks do).
+HEAD_LAN = HEAD.split("//")[1].split(":")[0]
+HEAD_FAST = f"10.253.{16 * int(INSTANCE) + 1}.10"
+
+
+def fabric_ports(index=0):
+    """The TCP ports node `index` listens on beyond loopback in the ranges roles/fabric_firewall closes: the master
+    port and the kernel's ephemeral range (where NCCL, Gloo and vLLM's message queues listen)."""
+    _, port_range = node_exec(index, "cat /proc/sys/net/ipv4/ip_local_port_range")
+    low, high = map(int, port_range.split())
+    _, listening = node_exec(index, "ss -Htln")
+    ports = set()
+    for line in listening.splitlines():
+        address, port = line.split()[3].rsplit(":", 1)
+        if not address.startswith(("127.", "[::1]", "[::ffff:127.")) and (
+            int(port) == MASTER_PORT or low <= int(port) <= high
+        ):
+            ports.add(int(port))
+    return sorted(ports)
+
+
+def answering_from_node(index, address, ports, timeout_s=3):
+    """The ports of `address` that accept a TCP connection from node `index` within timeout_s (all tried at once)."""
+    probes = " ".join(
+        f"(timeout {timeout_s} bash -c 'exec 3<>/dev/tcp/{address}/{port}' 2>/dev/null && echo {port}) &"
+        for port in ports
+    )
+    _, out = node_exec(index, f"{probes} wait")
+    return sorted(int(port) for port in out.split())
+
+
+def answering_from_controller(address, ports, timeout_s=3):
+    """The ports of `address` that accept a TCP connection from this controller within timeout_s."""
+    answered = []
+    for port in ports:
+        try:
+            socket.create_connection((address, port), timeout=timeout_s).close()
+            answered.append(port)
+        except OSError:
+            pass
+    return answered
 
 
 def chat(content, max_tokens=8, **body):

@@ -220,6 +220,27 @@ def test_wrong_master_address_is_refused_before_the_running_service_is_touched(s
     assert result["untouched"] and sf.health() == 200
 
 
+def test_the_master_port_and_fabric_ports_answer_only_the_fast_link(serving):
+    """roles/fabric_firewall: the head's rendezvous (TCPStore, pickle-based) and the ports its ranks listen on answer
+    neither another node's LAN address nor the controller; over the fast link the master port answers."""
+    ports = sf.fabric_ports(0)
+    assert sf.MASTER_PORT in ports, f"the head's master port is not listening while the pair serves: {ports}"
+    # It listens on the LAN address too (the head reaches itself there): only the firewall keeps others out.
+    assert sf.answering_from_node(0, sf.HEAD_LAN, [sf.MASTER_PORT]) == [sf.MASTER_PORT]
+    from_lan = sf.answering_from_node(1, sf.HEAD_LAN, ports)
+    from_controller = sf.answering_from_controller(sf.HEAD_LAN, ports)
+    from_fast_link = sf.answering_from_node(1, sf.HEAD_FAST, [sf.MASTER_PORT])
+    print(
+        f"\n[fabric firewall] head listens on {ports}; answered node-1 via LAN {from_lan}, "
+        f"controller {from_controller}, node-1 via fast link {from_fast_link}"
+    )
+    assert from_lan == [] and from_controller == [], (from_lan, from_controller)
+    assert from_fast_link == [sf.MASTER_PORT]
+    _, table = node_exec(0, "nft list table inet spark_serve_fabric")
+    assert f"ip saddr 10.253.{16 * int(sf.INSTANCE) + 1}.0/24 accept" in table, table
+    assert sf.health() == 200
+
+
 def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks_is_rotated_and_withdrawn(serving, tmp_path):
     """(e) A change that restarts every rank while streaming requests run finishes without a hang; the change
     turns on an API key, which must then guard the API and appear nowhere it must not. Rotated and then withdrawn

@@ -69,6 +69,7 @@ NODE_PACKAGES = [
     "less",
     "python3-docker",  # the Docker SDK community.docker's modules use on the node
     "nginx",  # what roles/front_door installs on a real head; pinned there to the version this image holds
+    "nftables",  # roles/fabric_firewall's table (DGX OS ships it)
 ]
 # `--privileged` fails here (no CAP_SYS_RESOURCE in the host's bounding set): emulate it.
 NODE_RUN_OPTS = [
