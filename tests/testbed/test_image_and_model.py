@@ -227,6 +227,24 @@ def test_model_pinned_to_a_branch_is_refused(prepared):
     assert "TASK [hf_model : Create the model cache directories]" not in out
 
 
+def test_a_prefix_revision_is_pinned_to_its_full_commit_and_another_commit_is_refused(prepared, tmp_path):
+    pins = tmp_path / "model-pins.json"
+    rc, out = ansible("molecule/hf_model/converge.yml", "-e", f"hf_model_pin_file={pins}")
+    assert rc == 0, out[-3000:]
+    [(key, commit)] = json.loads(pins.read_text()).items()
+    repo, prefix = key.split("@")
+    assert (repo, commit) == ("spark-serve/tiny-llama", COMMIT) and len(prefix) < 40 and COMMIT.startswith(prefix)
+
+    # The same prefix pinned to another commit (e.g. a branch named like it moved the Hub's answer): refused.
+    other = hashlib.sha1(b"another commit").hexdigest()
+    pins.write_text(json.dumps({key: other}))
+    rc, out = ansible("molecule/hf_model/converge.yml", "-e", f"hf_model_pin_file={pins}")
+    assert rc != 0, out[-3000:]
+    assert f"{key} resolves to commit {COMMIT}, but it is pinned to {other} in {pins}" in out, out[-3000:]
+    assert "the engine was not started on it" in out
+    assert json.loads(pins.read_text()) == {key: other}, "a refused run must leave the pin as it was"
+
+
 # ------------------------------------------------------------------------------------------------ pruning
 def test_prune_never_removes_pinned_kept_or_used_images(prepared):
     rc, out = run(
