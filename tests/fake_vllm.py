@@ -5,12 +5,55 @@ A prompt seen before reports its whole blocks of BLOCK (or cache_block) words as
 every request decodes max_tokens one-word chunks.
 """
 
+import contextlib
 import http.server
 import json
 import threading
+from collections import namedtuple
 
 BLOCK = 16
 TOOL_ARGUMENTS = '{"city": "Paris"}'
+
+Request = namedtuple("Request", "method path headers body")  # body: the parsed JSON of a POST, else None
+
+
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1 (an unused port) in a daemon thread: the one home of the test fakes' server
+    plumbing. `answer(request)` returns (status, headers, chunks of bytes); a client that hangs up mid-answer (a
+    watchdog that timed out) is no error."""
+
+    def __init__(self, answer):
+        def serve(handler):
+            length = int(handler.headers.get("Content-Length") or 0)
+            body = json.loads(handler.rfile.read(length)) if length else None
+            status, headers, chunks = answer(Request(handler.command, handler.path, handler.headers, body))
+            handler.send_response(status)
+            for name, value in headers.items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for chunk in chunks:
+                    handler.wfile.write(chunk)
+
+        handler = type(
+            "Handler",
+            (http.server.BaseHTTPRequestHandler,),
+            {"do_GET": serve, "do_POST": serve, "log_message": lambda *args: None},
+        )
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        # A short poll interval: shutdown() waits up to one interval.
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def event_stream(chunks):
+    """Server-sent events of JSON chunks, as vLLM streams a completion."""
+    return [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks] + [b"data: [DONE]\n\n"]
 
 
 class FakeVllm:
@@ -21,54 +64,23 @@ class FakeVllm:
         self.counters = {"vllm:request_success_total": served, "vllm:prefix_cache_queries_total": 0}
         self.counters["vllm:prefix_cache_hits_total"] = 0
         self.prompts = set()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        # A short poll interval: shutdown() waits up to one interval.
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.loopback = LoopbackServer(self.answer)
+        self.url = self.loopback.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.close()
 
-    def _handler(self):
-        fake = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                fake.requests.append((self.path, self.headers.get("Authorization"), None))
-                if not self.authorized():
-                    return
-                text = "".join(f"{name} {value}\n" for name, value in fake.counters.items())
-                if fake.cache_block:
-                    text += f'vllm:cache_config_info{{block_size="{fake.cache_block}",engine="0"}} 1.0\n'
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(("# TYPE vllm:request_success_total counter\n" + text).encode())
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append((self.path, self.headers.get("Authorization"), body))
-                if not self.authorized():
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                for chunk in fake.stream(body):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-
-            def authorized(self):
-                if fake.api_key is None or self.headers.get("Authorization") == f"Bearer {fake.api_key}":
-                    return True
-                self.send_response(401)
-                self.end_headers()
-                self.wfile.write(b'{"error": "invalid api key"}')
-                return False
-
-            def log_message(self, *args):
-                pass
-
-        return Handler
+    def answer(self, request):
+        authorization = request.headers.get("Authorization")
+        self.requests.append((request.path, authorization, request.body))
+        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            return 401, {}, [b'{"error": "invalid api key"}']
+        if request.method == "POST":
+            return 200, {"Content-Type": "text/event-stream"}, event_stream(list(self.stream(request.body)))
+        text = "".join(f"{name} {value}\n" for name, value in self.counters.items())
+        if self.cache_block:
+            text += f'vllm:cache_config_info{{block_size="{self.cache_block}",engine="0"}} 1.0\n'
+        return 200, {}, [("# TYPE vllm:request_success_total counter\n" + text).encode()]
 
     def stream(self, body):
         """The chunks of one streamed completion; moves the counters as a server would."""

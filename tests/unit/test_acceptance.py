@@ -3,10 +3,8 @@
 The last tests drive module_utils/openai_client.py's stream reader (the gate's client) against a local fake server
 (no engine)."""
 
-import http.server
 import json
 import re
-import threading
 
 import pytest
 from ansible.module_utils.acceptance import (
@@ -19,6 +17,8 @@ from ansible.module_utils.acceptance import (
     summarize,
 )
 from ansible.module_utils.openai_client import ServerUnreachable, stream_chat
+
+from tests.fake_vllm import LoopbackServer
 
 # vLLM 0.32 exposition (prometheus_client: HELP/TYPE lines, `_total` counters with `_created` twins) of a
 # server with two engines (data parallel) and MTP, which is why every sample has an `engine` label set.
@@ -396,29 +396,18 @@ TOOL_STREAM = sse(
 
 @pytest.fixture()
 def fake_server():
+    """Streams TOOL_STREAM; refuses max_tokens 1 with HTTP 400. Yields the URL and the (Authorization, body) seen."""
     seen = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.headers.get("Authorization"), body))
-            if body["max_tokens"] == 1:
-                self.send_error(400, "max_tokens too small")
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            self.wfile.write(TOOL_STREAM.encode())
+    def answer(request):
+        seen.append((request.headers.get("Authorization"), request.body))
+        if request.body["max_tokens"] == 1:
+            return 400, {}, [b"max_tokens too small"]
+        return 200, {"Content-Type": "text/event-stream"}, [TOOL_STREAM.encode()]
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # shutdown waits one poll
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
-    server.server_close()
+    server = LoopbackServer(answer)
+    yield server.url, seen
+    server.close()
 
 
 def test_stream_chat_accumulates_tool_call_deltas_and_reads_usage(fake_server):

@@ -1,13 +1,11 @@
 """library/vllm_ranks.py run as Ansible runs it: container state and log lines from a fake `docker`
 (AnsibleModule.run_command patched), the head's /health from a fake server on 127.0.0.1."""
 
-import http.server
-import threading
-
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.modules import vllm_ranks
 
+from tests.fake_vllm import LoopbackServer, unused_port
 from tests.module_harness import run_module
 
 READY_LOG = "Loading weights took 1.2 seconds\nStarting vLLM API server 0 on http://0.0.0.0:8000\n"
@@ -39,20 +37,9 @@ def fake_docker(monkeypatch, inspect, logs="", earlier_runs=""):
 def health_server():
     """/health answers the status in `answer[0]`; yields (port, answer)."""
     answer = [200]
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(answer[0] if self.path == "/health" else 404)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown waits one poll
-    yield server.server_address[1], answer
-    server.shutdown()
-    server.server_close()
+    server = LoopbackServer(lambda request: (answer[0] if request.path == "/health" else 404, {}, []))
+    yield server.port, answer
+    server.close()
 
 
 def test_a_running_worker_is_alive_at_its_stage_without_health(monkeypatch):
@@ -98,9 +85,6 @@ def test_the_head_is_alive_only_when_health_answers_200(monkeypatch, health_serv
 
 def test_a_head_whose_api_does_not_answer_is_dead(monkeypatch):
     fake_docker(monkeypatch, "running 0", READY_LOG)
-    # A port nothing listens on: one the system just handed out, closed again.
-    closed = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
-    free_port = closed.server_address[1]
-    closed.server_close()
+    free_port = unused_port()
     result = run_module(vllm_ranks, {"container": "rank0", "head": True, "port": free_port})
     assert (result["alive"], result["health"], result["reason"]) == (False, None, "/health answered None")

@@ -1,57 +1,29 @@
 """library/vllm_benchmark.py against a fake OpenAI-compatible server (no engine): what it sends, the rows it
 measures from the streams, the Markdown report and the chart file."""
 
-import http.server
 import json
-import threading
 
 import pytest
 from ansible.module_utils.bench_report import compare, comparison_table, markdown_table, rows
 from ansible.modules import vllm_benchmark
 
-BLOCK = 16  # the fake server caches whole blocks of this many prompt tokens (words)
+from tests.fake_vllm import BLOCK, FakeVllm
 
 
 @pytest.fixture()
 def fake_server():
-    """Streams max_tokens one-word chunks; a prompt seen before reports its whole blocks as cached."""
-    seen, prompts = [], set()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append(body)
-            prompt = body["messages"][0]["content"]
-            tokens = len(prompt.split())
-            cached = tokens // BLOCK * BLOCK if prompt in prompts else 0
-            prompts.add(prompt)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            for _ in range(body["max_tokens"]):
-                self.wfile.write(
-                    f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': 'x'}}]})}\n\n".encode()
-                )
-            usage = {
-                "prompt_tokens": tokens,
-                "completion_tokens": body["max_tokens"],
-                "prompt_tokens_details": {"cached_tokens": cached},
-            }
-            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown waits one poll
-    yield f"http://127.0.0.1:{server.server_address[1]}/", seen
-    server.shutdown()
-    server.server_close()
+    """tests/fake_vllm.py: streams max_tokens one-word chunks; a prompt seen before reports its whole blocks of BLOCK
+    words as cached. Yields the base URL and the server (its requests)."""
+    fake = FakeVllm()
+    yield f"{fake.url}/", fake
+    fake.close()
 
 
 def test_measure_sends_fixed_length_requests_and_rows_show_cold_and_hot(fake_server):
-    url, seen = fake_server
+    url, fake = fake_server
     measurements = vllm_benchmark.measure(url, "tiny-llama", [100, 300], 8, timeout_s=30, nonce="bench-test")
+    seen = [body for _, _, body in fake.requests if body]
+    assert len(seen) == len(measurements)
     assert [m["name"] for m in measurements] == [
         "warmup-100",
         "cold-100",

@@ -1,8 +1,6 @@
 """roles/vllm_service/files/spark-serve-watchdog.py, the head's watchdog, against simulated docker/ping answers and a
 local OpenAI-style endpoint."""
 
-import contextlib
-import http.server
 import importlib.util
 import json
 import os
@@ -13,6 +11,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT
+from tests.fake_vllm import LoopbackServer
 
 SCRIPT = ROOT / "roles" / "vllm_service" / "files" / "spark-serve-watchdog.py"
 sys.path.insert(0, str(ROOT / "module_utils"))  # the role installs inventory_lock.py beside the script
@@ -39,34 +38,20 @@ def endpoint():
     /metrics with `state['metrics']` (idle by default); records Authorization headers and POSTed paths."""
     state = {"status": 200, "auth": [], "paths": [], "delay": 0, "metrics": metrics_text(0, 0, 0)}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = state["metrics"].encode() if self.path == "/metrics" else b""
-            self.send_response(200 if self.path in ("/health", "/metrics") else 404)
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(request):
+        if request.method == "GET":
+            found = request.path in ("/health", "/metrics")
+            return 200 if found else 404, {}, [state["metrics"].encode() if request.path == "/metrics" else b""]
+        state["auth"].append(request.headers.get("Authorization"))
+        state["paths"].append(request.path)
+        time.sleep(state["delay"])
+        body = {"choices": [{"text": "!"}]} if state["status"] == 200 else {"error": "dead"}
+        return state["status"], {"Content-Type": "application/json"}, [json.dumps(body).encode()]
 
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            state["auth"].append(self.headers.get("Authorization"))
-            state["paths"].append(self.path)
-            time.sleep(state["delay"])
-            body = json.dumps({"choices": [{"text": "!"}]} if state["status"] == 200 else {"error": "dead"}).encode()
-            self.send_response(state["status"])
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            with contextlib.suppress(BrokenPipeError):  # the watchdog timed out and left: what the test wanted
-                self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    state["port"] = server.server_address[1]
+    server = LoopbackServer(answer)
+    state["port"] = server.port
     yield state
-    server.shutdown()
-    server.server_close()
+    server.close()
 
 
 @pytest.fixture()
