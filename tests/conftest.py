@@ -17,7 +17,5 @@ ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
 ansible.modules.__path__ += [str(ROOT / "library")] + [str(path) for path in sorted(ROOT.glob("roles/*/library"))]
 ansible.plugins.action.__path__.append(str(ROOT / "action_plugins"))
 
-# Bare imports (`from engine_rules import plan`) for the tests not migrated yet: tests/unit/test_hybrid_block.py,
-# tests/unit/test_profiles.py and tests/bench/validate_bench.py.
-sys.path.insert(0, str(ROOT / "module_utils"))
+# Test helpers as `from tests.profiles import profile`, whichever directory pytest starts in.
 sys.path.insert(0, str(ROOT))

@@ -6,11 +6,9 @@ acceptance thresholds; then the same engine, restarted with --no-enable-prefix-c
 hit_ratio_min 0.5, naming every request that should have hit.
 """
 
-import importlib.util
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -19,12 +17,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT / "module_utils"))
-sys.path.insert(0, str(HERE))
+from ansible.module_utils.acceptance import evaluate
+from ansible.modules import vllm_acceptance
 
-from acceptance import evaluate
-from engine_proc import EngineProc, engine_available, engine_python
-
+from tests.engine.engine_proc import EngineProc, engine_available, engine_python
 from tests.profiles import profile
 
 pytestmark = pytest.mark.engine
@@ -55,16 +51,9 @@ CACHED_NAMES = ["hot-1", "hot-2", "revisit-a", "revisit-b"]
 FIRST_SEEN_NAMES = ["cold", "session-a", "session-b"]
 
 
-def load_gate_module():
-    spec = importlib.util.spec_from_file_location("vllm_acceptance", ROOT / "library" / "vllm_acceptance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def gate():
-    return load_gate_module()
+    return vllm_acceptance
 
 
 @pytest.fixture(scope="module")

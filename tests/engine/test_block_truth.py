@@ -17,18 +17,15 @@ The machine's own CPU decides the SSM dtype (AVX512-BF16 or not): both sets of h
 import concurrent.futures
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "module_utils"))
-sys.path.insert(0, str(HERE))
+from ansible.module_utils.engine_rules import plan
+from ansible.module_utils.hybrid_block import predict_block
 
-from engine_proc import capture_line, engine_available
-from engine_rules import plan
-from hybrid_block import predict_block
+from tests.engine.engine_proc import capture_line, engine_available
 
 pytestmark = pytest.mark.engine
 

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from engine_rules import plan
+from ansible.module_utils.engine_rules import plan
 
 from tests.profiles import ROOT, profile, vllm_args_params
 

@@ -4,14 +4,12 @@ the engine tier's gate test (tests/engine/test_acceptance_engine.py) and by ever
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "engine"))
-from engine_proc import engine_available, engine_python
+from tests.engine.engine_proc import engine_available, engine_python
 
 pytestmark = pytest.mark.engine
 

@@ -6,13 +6,10 @@ K = kernel alignment; block = K * ceil(page / (K * bpt)).
 """
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "module_utils"))
-
 import pytest
-from hybrid_block import predict_block, version_key
+from ansible.module_utils.hybrid_block import predict_block, version_key
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET = json.loads((REPO / "model_configs" / "qwen3.8-flash-next-nvfp4.json").read_text())
