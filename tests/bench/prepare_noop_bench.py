@@ -4,7 +4,6 @@ Prints wall time and changed count per node (target: changed=0). Run after `make
 prepared the pair): python tests/bench/prepare_noop_bench.py [runs]
 """
 
-import os
 import re
 import subprocess
 import sys
@@ -12,8 +11,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")
+sys.path.insert(0, str(ROOT))
+from tests.runner import BIN, command_env
 
 
 def main():
@@ -25,7 +24,7 @@ def main():
         proc = subprocess.run(
             [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "site.yml", "--tags", "prepare"],
             cwd=ROOT,
-            env=ENV,
+            env=command_env(),
             capture_output=True,
             text=True,
             timeout=1800,

@@ -20,15 +20,14 @@ sys.path.insert(0, str(ROOT))
 
 from tests.playbook.test_validate_playbook import local_inventory
 from tests.profiles import profiles, vllm_args_params
+from tests.runner import BIN, command_env
 
-BIN = Path(sys.executable).parent
 SEED_LOAD_S = (540, 600)  # seed 000: a full cold start takes 9-10 minutes
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")
 
 
 def timed(args):
     start = time.perf_counter()
-    proc = subprocess.run(args, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(args, cwd=ROOT, env=command_env(), capture_output=True, text=True, timeout=300)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"validation failed: {' '.join(args[:4])}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")

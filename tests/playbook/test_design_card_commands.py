@@ -2,31 +2,15 @@
 and the documented ad hoc vllm_args (docs/profiles.md) on a machine whose interpreter discovery would pick a broken
 python."""
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from ansible import constants as C
 
 from tests.profiles import ROOT
+from tests.runner import run
 
 pytestmark = pytest.mark.playbook
-BIN = Path(sys.executable).parent
-
-
-def run(args, path_prefix=(), timeout=300, shell=False):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH=os.pathsep.join([*map(str, path_prefix), str(BIN), os.environ["PATH"]]),
-    )
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, shell=shell)
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def validate(inventory, state):

@@ -1,31 +1,16 @@
 """site.yml stops at validation with a clear report, on inventories that touch no host; vllm_args ad hoc."""
 
 import json
-import os
 import re
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.profiles import ROOT, profiles
+from tests.runner import BIN, run
 
 pytestmark = pytest.mark.playbook
-BIN = Path(sys.executable).parent
-
-
-def run(args, timeout=180, **kw):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH=f"{BIN}:{os.environ['PATH']}",
-    )
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, **kw)
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def local_inventory(tmp_path, profile_name, overrides=None):

@@ -15,16 +15,17 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT))
+from tests.runner import BIN, command_env
+
 INVENTORY = os.environ.get("SPARK_DEMO_INVENTORY", "inventories/testbed-pair")
 NODES = "1" if INVENTORY.endswith("single") else "2"
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")
 
 
 def step(title, args, timeout):
     print(f"\n==> {title}", flush=True)
     started = time.monotonic()
-    proc = subprocess.run(args, cwd=ROOT, env=ENV, timeout=timeout)
+    proc = subprocess.run(args, cwd=ROOT, env=command_env(), timeout=timeout)
     if proc.returncode != 0:
         raise SystemExit(f"demo: '{title}' failed ({proc.returncode})")
     print(f"==> {title}: {time.monotonic() - started:.0f} s", flush=True)

@@ -1,31 +1,8 @@
 """Running the project's playbooks and commands against the test bed (tests and benchmarks share these)."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from tests.runner import BIN, ENV_BASE, INSTANCE, ROOT, run
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-INSTANCE = os.environ.get("SPARK_TESTBED_INSTANCE", "0")
-
-
-ENV_BASE = dict(
-    os.environ,
-    ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-    ANSIBLE_NOCOLOR="1",
-    ANSIBLE_FORCE_COLOR="0",
-    PATH=f"{BIN}:{os.environ['PATH']}",
-    SPARK_TESTBED_INSTANCE=INSTANCE,
-)
-
-
-def run(args, timeout=900, env=None):
-    """(rc, combined output) of a command run from the project root with the project's Ansible config."""
-    proc = subprocess.run(
-        args, cwd=ROOT, env=dict(ENV_BASE, **(env or {})), capture_output=True, text=True, timeout=timeout
-    )
-    return proc.returncode, proc.stdout + proc.stderr
+__all__ = ["BIN", "ENV_BASE", "INSTANCE", "ROOT", "node_exec", "playbook", "run"]
 
 
 def playbook(path, inventory="inventories/testbed-pair", *extra, timeout=900):

@@ -13,13 +13,13 @@ caches are cleared with `rm` (test set-up only: the role never deletes a cache) 
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import time
 
 import pytest
 
+from tests.runner import command_env
 from tests.testbed.helpers import BIN, INSTANCE, ROOT, node_exec, run
 
 pytestmark = pytest.mark.testbed
@@ -89,15 +89,9 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
         "-e",
         "hf_model_download_attempts=1",
     ]
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        PATH=f"{BIN}:{os.environ['PATH']}",
-        SPARK_TESTBED_INSTANCE=INSTANCE,
-        **ENV,
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=command_env(ENV), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240
         while not file_gets(hub_log(mark), "start") or not any(

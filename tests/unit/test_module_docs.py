@@ -7,10 +7,7 @@ here every RETURN entry must be well-formed.
 
 import ast
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -21,8 +18,8 @@ from ansible.plugins.action import spark_lock as spark_lock_action
 from ansible.plugins.action import spark_profile as spark_profile_action
 from ansible.plugins.action import vllm_staged_start as staged_start_action
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from tests.runner import BIN, ROOT, command_env
+
 LIBRARIES = ["library"] + sorted(str(path.relative_to(ROOT)) for path in ROOT.glob("roles/*/library"))
 MODULES = {path.stem: library for library in LIBRARIES for path in sorted((ROOT / library).glob("*.py"))}
 # Modules whose work an action plugin does: the plugin holds the argument spec.
@@ -39,11 +36,10 @@ FIELD_DEFAULTS = {"type": "str", "required": False, "default": None, "choices": 
 def rendered():
     """(exit code, output, errors) of `ansible-doc -j -M <every library folder> <every module>`: one process, as
     ansible-doc loads doc fragments and renders each module the same way module by module."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(
         [str(BIN / "ansible-doc"), "-j", "-M", ":".join(LIBRARIES), *sorted(MODULES)],
         cwd=ROOT,
-        env=env,
+        env=command_env(),
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,0 +1,41 @@
+"""The one way tests, benchmarks and the demo run the project's commands: from the project root, with its
+ansible.cfg, this virtualenv's tools first on the PATH, no colours, and the test bed's instance passed on."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+INSTANCE = os.environ.get("SPARK_TESTBED_INSTANCE", "0")
+
+ENV_BASE = dict(
+    os.environ,
+    ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+    ANSIBLE_NOCOLOR="1",
+    ANSIBLE_FORCE_COLOR="0",
+    PATH=f"{BIN}:{os.environ['PATH']}",
+    SPARK_TESTBED_INSTANCE=INSTANCE,
+)
+
+
+def command_env(env=None, path_prefix=()):
+    """ENV_BASE with `env` on top and `path_prefix` directories before everything on the PATH."""
+    environment = dict(ENV_BASE, **(env or {}))
+    environment["PATH"] = os.pathsep.join([*map(str, path_prefix), environment["PATH"]])
+    return environment
+
+
+def run(args, timeout=900, env=None, path_prefix=(), **kwargs):
+    """(rc, combined output) of a command run from the project root."""
+    proc = subprocess.run(
+        args,
+        cwd=ROOT,
+        env=command_env(env, path_prefix),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
