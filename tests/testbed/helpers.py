@@ -1,8 +1,10 @@
 """Running the project's playbooks and commands against the test bed (tests and benchmarks share these)."""
 
+import yaml
+
 from tests.runner import BIN, ENV_BASE, INSTANCE, ROOT, run
 
-__all__ = ["BIN", "ENV_BASE", "INSTANCE", "ROOT", "node_exec", "playbook", "run"]
+__all__ = ["BIN", "ENV_BASE", "INSTANCE", "ROOT", "assert_never_ran", "node_exec", "playbook", "run"]
 
 
 def playbook(path, inventory="inventories/testbed-pair", *extra, timeout=900):
@@ -12,3 +14,29 @@ def playbook(path, inventory="inventories/testbed-pair", *extra, timeout=900):
 def node_exec(index, command, timeout=120):
     """Run a shell command inside test-bed node `index` (test set-up only, never a role's way in)."""
     return run(["docker", "exec", f"spark-serve-tb{INSTANCE}-node-{index}", "sh", "-c", command], timeout=timeout)
+
+
+def role_task_names(role):
+    """The name of every task in roles/<role>/tasks, blocks included."""
+
+    def walk(tasks):
+        for task in tasks or []:
+            if isinstance(task, dict):
+                yield from [task["name"]] if "name" in task else []
+                for section in ("block", "rescue", "always"):
+                    yield from walk(task.get(section))
+
+    return [
+        name
+        for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml"))
+        for name in walk(yaml.safe_load(path.read_text()))
+    ]
+
+
+def assert_never_ran(out, role, task=""):
+    """No task of `role` whose name starts with `task` ran in a playbook's output `out`, and such a task exists
+    (a renamed task must not make the assertion pass by itself)."""
+    names = [name for name in role_task_names(role) if name.startswith(task)]
+    assert names, f"roles/{role} has no task named '{task}...': the test asserts on a name that does not exist"
+    banner = f"TASK [{role} : {task}"
+    assert banner not in out, f"{banner}...] ran:\n{out[-3000:]}"
