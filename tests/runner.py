@@ -39,3 +39,12 @@ def run(args, timeout=900, env=None, path_prefix=(), **kwargs):
         **kwargs,
     )
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def write_api_key(controller_dir):
+    """The API key file the real inventories name (<spark_serve_controller_dir>/api-key), as a user creates it."""
+    controller_dir.mkdir(parents=True, exist_ok=True)
+    key = controller_dir / "api-key"
+    key.write_text("sk-" + "0123456789abcdef" * 2 + "\n")
+    key.chmod(0o600)
+    return key

@@ -4,12 +4,13 @@ import re
 
 import pytest
 
-from tests.playbook.test_validate_playbook import BIN, run
+from tests.runner import BIN, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
 
 def test_spark_quad_validates_with_rank_flags_for_four_nodes(tmp_path):
+    write_api_key(tmp_path)
     rc, out = run(
         [
             str(BIN / "ansible-playbook"),

@@ -8,12 +8,14 @@ import pytest
 from ansible import constants as C
 
 from tests.profiles import ROOT
-from tests.runner import run
+from tests.runner import run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
 
 def validate(inventory, state):
+    """`site.yml --check --tags validate`, with the API key file the real inventories name already created."""
+    write_api_key(state)
     return run(
         [
             "ansible-playbook",

@@ -8,6 +8,7 @@ import yaml
 
 from tests.playbook.test_validate_playbook import BIN, run, site_check
 from tests.profiles import profiles
+from tests.runner import write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -60,7 +61,7 @@ def test_default_policy_follows_the_node_count(tmp_path, name, expected):
     )
     kept = ("nodes", "container", "platform")
     extra = {
-        "vllm_service_api_key_file": "/dev/null",
+        "vllm_service_api_key_file": str(write_api_key(tmp_path)),
         "vllm_service_profile": {k: v for k, v in profiles()[name].items() if k in kept},
     }
     rc, out = run(

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.profiles import ROOT, profiles
-from tests.runner import BIN, run
+from tests.runner import BIN, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -89,6 +89,18 @@ def test_a_real_profile_without_a_key_is_refused_unless_it_allows_it(tmp_path):
     assert rc == 0, out[-3000:]
 
 
+def test_a_key_the_door_cannot_hold_is_refused_at_validation(tmp_path):
+    inventory = local_inventory(tmp_path, "pair")
+    key = tmp_path / "api-key"
+    key.write_text("not a token\n")  # a space: the door compares the header as one word
+    args = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(inventory)]
+    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    assert rc != 0
+    assert f"front_door_api_key_file={key}: the key must be 16 to 512 letters, digits or ._~+/=-" in out, out[-3000:]
+    assert "not a token" not in out, "the refusal must not print the key"
+    assert not (tmp_path / "state").exists()
+
+
 def test_bad_profile_stops_at_validation_with_every_violation(tmp_path):
     overrides = {
         "engine": {
@@ -116,6 +128,7 @@ def test_schema_error_names_the_path(tmp_path):
 
 
 def test_default_inventory_is_the_pair_and_single_swaps_to_tp1(tmp_path):
+    write_api_key(tmp_path)
     rc, out = run(
         [
             str(BIN / "ansible-playbook"),
