@@ -23,6 +23,9 @@ DEB = {
 DRIVER_PACKAGES = ["nvidia-driver-580-open", "nvidia-driver-570-open"]
 BASELINE_PACKAGES = ["nvidia-driver-580-open", "spark-testbed-rdma"]
 LOGIND_DROPIN = "/etc/systemd/logind.conf.d/spark-serve.conf"
+TESTBED_SOURCE_ONLY = (
+    "-o Dir::Etc::sourcelist=/tmp/testbed-apt.list -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0"
+)
 APT_INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades --allow-change-held-packages"
 
 # The future prepare play of site.yml, in its order: preflight first, then the roles that change nodes.
@@ -72,10 +75,12 @@ def install_deb(index, branch):
     told to remove (the role holds the driver), so the other branch's removal is asked for by name (`pkg-`)."""
     other = next(b for b in DEB if b != branch)
     # apt fetches a package that its index also lists from the repository: refresh the index first, or a
-    # repository rebuilt since the node's last update fails with "Hash Sum mismatch".
+    # repository rebuilt since the node's last update fails with "Hash Sum mismatch". Only the test bed's own
+    # source, as the driver role does: the node's distribution source is unreachable (87 s of timeouts per update).
     sh(
         index,
-        f"curl -fsS -o /tmp/{DEB[branch]} {APT}/{DEB[branch]} && apt-get update -qq && "
+        f"curl -fsS -o /tmp/{DEB[branch]} {APT}/{DEB[branch]} && "
+        f"echo 'deb [trusted=yes] {APT} ./' > /tmp/testbed-apt.list && apt-get update -qq {TESTBED_SOURCE_ONLY} && "
         f"{APT_INSTALL} /tmp/{DEB[branch]} nvidia-driver-{other}-open-",
     )
 

@@ -110,8 +110,9 @@ def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto
 
 
 def test_a_busy_service_is_never_stopped_by_the_watchdog(serving):
-    """Every slot of the pair busy with long generations and as many requests queued behind them for 3 minutes: the
-    watchdog reads the engine's token counters instead of queueing a probe, and never trips."""
+    """Every slot of the pair busy with long generations and as many requests queued behind them for 75 s (25 looks
+    of the watchdog, which acts after 2 failed ones): it reads the engine's token counters instead of queueing a
+    probe, and never trips."""
     result = sf.busy_service_under_the_watchdog()
     failed_looks = [e for e in result["events"] if e["event"] == "look failed"]
     trips = [e for e in result["events"] if e["event"] == "service unhealthy"]
