@@ -1,11 +1,17 @@
 """Four test nodes behind one switch (inventories/testbed-quad): site.yml prepares nodes 2 and 3 (bare on a new
 machine: baseline, driver and toolkit stand-ins, the fabric, the image) with the other two, fans the model out and
-starts TP4 of the tiny qwen3_next on vLLM's own multi-node engine: rank 0 on node-0 serves, ranks 1-3 are headless
-workers. Then the faults: a worker killed after ready (status.yml names it) and one killed mid-start (found in
-seconds, every rank stopped).
+starts TP4 of the tiny qwen3_next (Gated DeltaNet + full attention + MoE) on vLLM's own multi-node engine: rank 0 on
+node-0 serves, ranks 1-3 are headless workers, prefix caching in align mode.
 
-Runs after test_service_hybrid.py and before test_service_single.py: it replaces the pair on nodes 0 and 1 (the
-staged start stops stale ranks) and leaves nothing running on any node."""
+The seeds' cache path runs on this served hybrid, end to end (one start serves both): the engine's logged block
+equals the prediction, a request shorter than one block never hits while one of two blocks or more does (seed 001),
+diagnose.yml names it from the engine's own metrics, the gate passes, status finds every rank running the spec the
+deploy rendered, and a retention interval that is not a multiple of the block is refused before any host changes.
+Then the faults: a worker killed after ready (status.yml names it) and one killed mid-start (found in seconds,
+every rank stopped).
+
+Runs after test_service.py and before test_service_single.py: it replaces the pair on nodes 0 and 1 (the staged
+start stops stale ranks) and leaves nothing running on any node."""
 
 import datetime
 import json
@@ -13,6 +19,7 @@ import re
 import shutil
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -105,11 +112,72 @@ def test_four_ranks_serve_tp4_each_with_its_rank_flags(quad):
     with sf.post("/v1/chat/completions", body) as response:
         answer = json.load(response)
     assert answer["usage"]["completion_tokens"] > 0, answer
+
+
+def ask(prompt):
+    body = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": prompt}]}
+    with sf.post("/v1/chat/completions", body) as response:
+        usage = json.load(response)["usage"]
+    return usage["prompt_tokens"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+
+
+def words(count):
+    """A prompt of `count` words that nothing before shares (the nonce comes first)."""
+    return uuid.uuid4().hex + " " + " ".join(f"item{index % 97}" for index in range(count))
+
+
+def test_the_logged_block_equals_the_prediction_and_the_gate_passes(quad):
     record = quad["record"]
-    assert record["status"] == "passed" and record["acceptance"]["failures"] == [], record.get("reason")
-    assert record["effective_block"] == record["acceptance"]["readback"]["attention_block"] == 384, record["acceptance"]
+    readback = record["acceptance"]["readback"]
+    print(f"\n[hybrid block, TP4] predicted {record['effective_block']}, logged {readback['attention_block']}")
+    assert record["status"] == "passed", record.get("reason")
+    assert record["effective_block"] == readback["attention_block"] == 384, readback
+    assert readback["kv_cache_tokens"] > 0 and readback["max_concurrency"] > 0
+    assert record["acceptance"]["failures"] == []
+
+
+def test_a_prompt_shorter_than_one_block_never_hits_while_two_blocks_do(quad):
+    block = quad["record"]["effective_block"]
+    short, long = words(60), words(250)  # about 5 tokens a word: 2-3 blocks, within 4096
+    short_runs = [ask(short) for _ in range(3)]
+    long_runs = [ask(long) for _ in range(3)]
+    print(f"\n[hybrid cache, block {block}] short (prompt, cached): {short_runs}; long: {long_runs}")
+    assert all(prompt < block for prompt, _ in short_runs), short_runs
+    assert [cached for _, cached in short_runs] == [0, 0, 0], short_runs
+    assert all(prompt >= 2 * block for prompt, _ in long_runs), long_runs
+    assert long_runs[0][1] == 0, "the first sighting of a new prompt cannot hit"
+    for _, cached in long_runs[1:]:
+        assert cached >= block and cached % block == 0, long_runs
+
+
+def test_diagnose_names_the_block_from_the_engine_metrics(quad):
+    rc, out = playbook("playbooks/diagnose.yml", QUAD, "-e", "spark_serve_diagnose_words=60")
+    assert rc == 0, out[-4000:]
+    verdicts = re.findall(r"VERDICT ([\w-]+)", out)
+    print(f"\n[diagnose, hybrid, 60 words] {verdicts}")
+    assert verdicts[0] == "block-larger-than-request", out[-3000:]
+    assert "effective cache block 384 tokens (engine /metrics cache_config_info) > the whole request" in out
+
+
+def test_a_retention_that_is_not_a_multiple_of_the_block_is_refused_before_any_host_changes(quad):
+    before = [sf.container_identity(i) for i in range(NODES)]
+    overrides = {"spark_serve_profile_overrides": {"engine": {"prefix_cache_retention_interval": 1000}}}
+    rc, out = playbook("site.yml", QUAD, "-e", json.dumps(overrides))
+    assert rc != 0, out[-3000:]
+    assert "engine.prefix_cache_retention_interval=1000: must be a multiple of the scheduler block" in out
+    assert "compute as 384 tokens" in out and "nearest valid values: 768, 1152" in out, out[-3000:]
+    assert not {f"node-{i}" for i in range(NODES)} & set(sf.recap(out)), "a node play ran"
+    assert [sf.container_identity(i) for i in range(NODES)] == before
+
+
+def test_status_finds_every_rank_running_the_spec_the_deploy_rendered(quad):
     rc, out = playbook("playbooks/status.yml", QUAD)
-    assert rc == 0 and "all 4 rank(s) alive" in out, out[-3000:]
+    assert rc == 0, out[-3000:]
+    compared = re.search(r"every rank runs the spec the deploy rendered \(([^)]*)\)", out)
+    assert compared and "all 4 rank(s) alive" in out, out[-3000:]
+    print(f"\n[hybrid spec vs docker inspect] equal on every rank: {compared.group(1)}")
+    for field in ("command", "env", "mounts", "restart", "image"):
+        assert field in compared.group(1), compared.group(1)
 
 
 def test_one_download_then_every_copy_at_once_over_the_fabric(quad):

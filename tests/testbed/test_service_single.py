@@ -52,7 +52,8 @@ def test_single_node_rerun_changes_nothing(single):
 
 def test_single_node_serves_again_after_a_docker_restart(single):
     """Seed 004's `unless-stopped` (the default on one node): the node's Docker daemon restarts, the engine
-    container comes back by itself (same container, new start) and serves again."""
+    container comes back by itself (same container, new start) and serves again, and status.yml judges only the
+    current run."""
     rc, out = node_exec(
         0, "docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.HostConfig.RestartPolicy.Name}}' spark-serve-rank0"
     )
@@ -88,15 +89,9 @@ def test_single_node_serves_again_after_a_docker_restart(single):
     rc, out = node_exec(0, "docker inspect -f '{{.Id}} {{.State.StartedAt}}' spark-serve-rank0")
     now_container, now_started_at = out.split()
     assert now_container == container and now_started_at != started_at, "Docker's policy, not a redeploy, restarted it"
-
-
-def test_status_after_a_docker_restart_judges_only_the_current_run(single):
-    """status.yml right after Docker's policy brought the rank back: the previous run's shutdown error (in the same
-    container's log) must not make it call the serving rank dead (it did in 1 of 2 runs before vllm_ranks read the
-    log since .State.StartedAt)."""
+    # status.yml right after: the previous run's shutdown error in the same container's log must not make it call
+    # the serving rank dead (it did in 1 of 2 runs before vllm_ranks read the log since .State.StartedAt).
     rc, out = node_exec(0, "docker logs spark-serve-rank0 2>&1 | grep -c 'version 0.32.0'")
-    if rc != 0 or int(out.strip() or 0) < 2:
-        pytest.skip("the container has not been restarted by Docker (the Docker restart test did not run)")
-    assert sf.health() == 200
+    assert rc == 0 and int(out.strip()) >= 2, "the log holds one run only: nothing to judge apart"
     rc, out = playbook("playbooks/status.yml", SINGLE)
     assert rc == 0 and "all 1 rank(s) alive" in out, out[-3000:]
