@@ -14,9 +14,11 @@ description:
   - Read-only on the node (a created, never started container is removed again); supports check mode.
 options:
   image:
-    description: Image reference, pinned by digest (C(name@sha256:...)).
+    description:
+      - Image reference, pinned by digest (C(name@sha256:...)).
+      - Omitted, the overlays are only described (C(overlays)), not checked; playbooks/validate.yml renders the spec
+        this way on the controller, which has no engine image.
     type: str
-    required: true
   overlays:
     description: Overlays in profile order.
     type: list
@@ -99,7 +101,7 @@ def image_file(module, container, path):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            image=dict(type="str", required=True),
+            image=dict(type="str"),
             overlays=dict(
                 type="list",
                 elements="dict",
@@ -123,8 +125,8 @@ def main():
         }
         for index, overlay in enumerate(overlays)
     ]
-    if not overlays:
-        module.exit_json(changed=False, overlays=[], obsolete=[], checked=0)
+    if not overlays or not module.params["image"]:
+        module.exit_json(changed=False, overlays=described, obsolete=[], checked=0)
     rc, out, err = module.run_command(["docker", "create", "--network", "none", module.params["image"]])
     if rc != 0:
         module.fail_json(msg=f"cannot read files from image {module.params['image']}: {err.strip()}")

@@ -57,13 +57,10 @@ def main():
     print(f"\nendpoint: {endpoint}  (model tiny-llama, profile {profile}, TP{NODES} across {NODES} test node(s))")
     print(f"front door: nginx on the head, TLS signed by {ca.relative_to(ROOT)} (curl --cacert it)")
     state = controller_dir / profile
-    for args_file in sorted(state.glob("rank*.args.json")):
-        rendered = json.loads(args_file.read_text())
-        print(f"{args_file.stem}: {' '.join(rendered['argv'])}")
-        print(
-            f"  predicted block {rendered['effective_block']} tokens; profile env {json.dumps(rendered['env'])} "
-            "(plus the RoCE/NCCL and offline-cache env of each node)"
-        )
+    for spec_file in sorted(state.glob("rank*.spec.json")):
+        rendered = json.loads(spec_file.read_text())
+        print(f"{spec_file.stem}: {' '.join(rendered['argv'])}")
+        print(f"  predicted block {rendered['effective_block']} tokens; env {json.dumps(rendered['env'])}")
     body = json.dumps(
         {
             "model": "tiny-llama",

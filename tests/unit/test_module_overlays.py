@@ -88,6 +88,16 @@ def test_no_overlays_touches_no_container(docker):
     assert (result["checked"], result["overlays"], docker) == (0, [], [])
 
 
+def test_without_an_image_the_overlays_are_described_as_the_node_describes_them(docker):
+    overlays = [overlay("class Platform:\n    pass\n"), overlay(IMAGE_FILE, src="b/interface.py")]
+    described = run_module(vllm_overlays, {"overlays": overlays})
+    checked = run_module(vllm_overlays, {"image": IMAGE, "overlays": overlays[1:]})
+    assert described["checked"] == 0 and not described.get("failed"), described
+    assert [o["name"] for o in described["overlays"]] == ["0-interface.py", "1-interface.py"]
+    assert described["overlays"][1] | {"name": "0-interface.py"} == checked["overlays"][0]
+    assert [argv[:2] for argv in docker] == [["docker", "create"], ["docker", "cp"], ["docker", "rm"]]
+
+
 def test_an_image_that_cannot_be_read_fails_naming_it(docker):
     result = run_module(vllm_overlays, {"image": "other@sha256:00", "overlays": [overlay(IMAGE_FILE)]})
     assert result["failed"]
