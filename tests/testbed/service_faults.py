@@ -713,3 +713,67 @@ def where_the_key_shows(secret):
             _, out = node_exec(index, command)
             found[f"node-{index} {place}"] = secret in out
     return found
+
+
+MARKED = re.compile(r"^<from [^:>]+: [^>]+>$")  # a node fact validate cannot know (roce_network/tasks/engine_env.yml)
+
+
+def running_view(index):
+    """What rank `index`'s container runs, in the terms of a rank spec (docker inspect on its node)."""
+    rc, out = node_exec(index, f"docker inspect spark-serve-rank{index}")
+    assert rc == 0, out
+    found = json.loads(out)[0]
+    host = found["HostConfig"]
+    return {
+        "image": found["Config"]["Image"],
+        "argv": found["Config"]["Cmd"],
+        "env": dict(item.split("=", 1) for item in found["Config"]["Env"]),
+        "mounts": sorted((m["Source"], m["Destination"], not m["RW"]) for m in found["Mounts"] if m["Type"] == "bind"),
+        "restart": host["RestartPolicy"]["Name"],
+        "ipc": host["IpcMode"],
+        "cap_add": sorted(host.get("CapAdd") or []),
+        "log": host["LogConfig"]["Config"],
+        "config_hash": found["Config"]["Labels"].get("org.spark-serve.config-hash"),
+    }
+
+
+def spec_differences(spec, running):
+    """(differences, marked): every field where validate's rank spec and the running container disagree, and the
+    marked node facts with the value the node gave them (env values never printed: the key lives there)."""
+    container = spec["container"]
+    expected = {
+        "image": spec["image"],
+        "argv": spec["argv"],
+        "mounts": sorted((m["src"], m["dest"], m["ro"]) for m in spec["mounts"]),
+        "restart": container["restart"],
+        "ipc": container["ipc"],
+        "cap_add": sorted(container.get("cap_add") or []),
+        "log": {"max-size": str(container["log_max_size"]), "max-file": str(container["log_max_files"])},
+    }
+    differences = [field for field, value in expected.items() if running[field] != value]
+    env, marked = running["env"], []
+    for key, value in spec["env"].items():
+        if MARKED.match(value):
+            marked.append(f"{key}={env.get(key)}")
+            if key not in env or MARKED.match(env[key]):
+                differences.append(f"env.{key}")
+        elif env.get(key) != value:
+            differences.append(f"env.{key}")
+    if ("VLLM_API_KEY" in env) != bool(spec["env_file"]):
+        differences.append("env_file")
+    if not marked and running["config_hash"] != spec["config_hash"]:
+        differences.append("config_hash")
+    return differences, marked
+
+
+def validated_vs_running(inventory, profile, nodes):
+    """site.yml --tags validate (touches no node), then each rank's spec against its running container."""
+    rc, out = playbook("site.yml", inventory, "--tags", "validate")
+    assert rc == 0, out[-4000:]
+    ranks = []
+    for index in range(nodes):
+        spec_file = ROOT / ".testbed" / INSTANCE / "spark-serve" / profile / f"rank{index}.spec.json"
+        spec = json.loads(spec_file.read_text())
+        differences, marked = spec_differences(spec, running_view(index))
+        ranks.append({"rank": spec["rank"], "differences": differences, "marked": marked, "argv": len(spec["argv"])})
+    return ranks

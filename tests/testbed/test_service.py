@@ -182,6 +182,14 @@ def test_rerun_with_nothing_changed_restarts_nothing(serving):
     assert result["changed"] == 0 and result["restarts"] == 0, sf.recap(result["out"])
 
 
+def test_what_validate_shows_is_what_runs_on_every_rank(serving):
+    ranks = sf.validated_vs_running(sf.PAIR, "testbed", 2)
+    print(f"\n[validate spec vs docker inspect, pair] {ranks}")
+    assert [r["differences"] for r in ranks] == [[], []], ranks
+    for rank in ranks:  # the fabric's two node facts, filled in by the node that verified its link
+        assert sorted(m.split("=")[0] for m in rank["marked"]) == ["NCCL_IB_GID_INDEX", "NCCL_IB_HCA"], rank
+
+
 def test_stale_overlay_is_refused_before_the_running_service_is_touched(serving, tmp_path):
     before = [sf.container_identity(i) for i in range(2)]
     image_file = sf.image_source("platforms/interface.py")

@@ -180,6 +180,13 @@ def test_status_finds_every_rank_running_the_spec_the_deploy_rendered(quad):
         assert field in compared.group(1), compared.group(1)
 
 
+def test_what_validate_shows_is_what_runs_on_every_rank(quad):
+    ranks = sf.validated_vs_running(QUAD, "testbed-quad", NODES)
+    print(f"\n[validate spec vs docker inspect, quad] {ranks}")
+    assert [r["differences"] for r in ranks] == [[]] * NODES, ranks
+    assert all(len(r["marked"]) == 2 for r in ranks), ranks
+
+
 def test_one_download_then_every_copy_at_once_over_the_fabric(quad):
     """The head alone fetched from the hub; the three other nodes got their copies from it over the fabric in
     parallel (their rsync intervals, all on the head's clock, overlap), not one after the other."""

@@ -50,6 +50,13 @@ def test_single_node_rerun_changes_nothing(single):
     assert sf.container_identity(0) == before
 
 
+def test_what_validate_shows_is_what_runs_and_hashes_the_same(single):
+    """Nothing on one node is marked (no fabric), so validate's configuration hash is the running container's."""
+    ranks = sf.validated_vs_running(SINGLE, "testbed-single", 1)
+    print(f"\n[validate spec vs docker inspect, single] {ranks}")
+    assert ranks == [{"rank": 0, "differences": [], "marked": [], "argv": ranks[0]["argv"]}], ranks
+
+
 def test_single_node_serves_again_after_a_docker_restart(single):
     """Seed 004's `unless-stopped` (the default on one node): the node's Docker daemon restarts, the engine
     container comes back by itself (same container, new start) and serves again, and status.yml judges only the
