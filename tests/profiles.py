@@ -43,8 +43,9 @@ def profile(name):
 
 
 def vllm_args_params(prof, rank=0, master_addr="192.0.2.10", config_as_path=False):
-    """The parameters playbooks/validate.yml passes to vllm_args for one rank (model_config read here, or passed
-    as its path the way the playbook passes it, with the tuned-table folder left for the module to list)."""
+    """The profile's share of the parameters roles/vllm_service/tasks/render.yml passes to vllm_args for one rank
+    (model_config read here, or passed as its path the way the role passes it, with the tuned-table folder left for
+    the module to list); tests/unit/test_profiles.py pins these names to the role's."""
     config_path = ROOT / prof["model"]["config"]
     model_config = str(config_path) if config_as_path else json.loads(config_path.read_text())
     tuned = ROOT / prof["tuned_config_dir"] if "tuned_config_dir" in prof else None
@@ -53,6 +54,7 @@ def vllm_args_params(prof, rank=0, master_addr="192.0.2.10", config_as_path=Fals
         "env": prof.get("env", {}),
         "engine_version": prof["engine_version"],
         "platform": prof["platform"],
+        "cuda_version": prof.get("cuda_version"),
         "model": prof["model"]["id"],
         "revision": prof["model"]["revision"],
         "trust_remote_code": prof["model"].get("trust_remote_code"),

@@ -10,6 +10,7 @@ starts then follow one another (a failed start leaves nothing running, so they n
 """
 
 import json
+import re
 import socket
 import threading
 import time
@@ -188,6 +189,19 @@ def test_what_validate_shows_is_what_runs_on_every_rank(serving):
     assert [r["differences"] for r in ranks] == [[], []], ranks
     for rank in ranks:  # the fabric's two node facts, filled in by the node that verified its link
         assert sorted(m.split("=")[0] for m in rank["marked"]) == ["NCCL_IB_GID_INDEX", "NCCL_IB_HCA"], rank
+
+
+def test_check_diff_shows_what_a_changed_profile_would_change_and_changes_nothing(serving):
+    records = sorted((ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records").glob("*.json"))
+    before = [sf.container_identity(i) for i in range(2)]
+    overrides = json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}})
+    rc, out = sf.deploy("--check", "--diff", "-e", overrides)
+    assert rc == 0, out[-6000:]
+    compose_diffs = re.findall(r"^\+\+\+ after: \S+compose\.yaml\.j2\n(?:.*\n)*?\+    command: (.*)$", out, re.M)
+    assert len(compose_diffs) == 2 and all('"--max-num-seqs", "3"' in c for c in compose_diffs), out[-6000:]
+    assert "nothing was started, gated or recorded" in out, out[-3000:]
+    assert [sf.container_identity(i) for i in range(2)] == before and sf.health() == 200
+    assert sorted((ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records").glob("*.json")) == records
 
 
 def test_stale_overlay_is_refused_before_the_running_service_is_touched(serving, tmp_path):

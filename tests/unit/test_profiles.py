@@ -9,7 +9,7 @@ from ansible.module_utils.engine_rules import plan
 from ansible.module_utils.hybrid_block import PLATFORMS
 from ansible.modules import vllm_args
 
-from tests.profiles import SCHEMA, extra, profile, profiles, set_in, vllm_args_params
+from tests.profiles import ROOT, SCHEMA, extra, profile, profiles, set_in, vllm_args_params
 
 
 def schema_errors(prof):
@@ -344,3 +344,16 @@ def test_the_platform_list_is_defined_once():
     assert set(SCHEMA["properties"]["platform"]["enum"]) == set(PLATFORMS)
     documented = yaml.safe_load(vllm_args.DOCUMENTATION)["options"]["platform"]["choices"]
     assert set(documented) == set(PLATFORMS)
+
+
+def test_the_tests_render_a_profile_with_the_parameters_the_role_renders_it_with():
+    """tests/profiles.py maps a profile to vllm_args by hand: every name it passes is one render.yml passes too, and
+    render.yml passes nothing from the profile that the mapping leaves out."""
+    tasks = yaml.safe_load((ROOT / "roles/vllm_service/tasks/render.yml").read_text())
+    role_params = next(task["vllm_args"] for task in tasks if "vllm_args" in task)
+    from_nodes = {"node_rank", "master_addr", "master_port", "fabric_env", "fast_link_addresses"}
+    prof = profile("pair")
+    prof["model"]["trust_remote_code"] = prof["model"]["id"]  # every optional field set, so none is left out
+    prof.setdefault("cuda_version", "13.0")
+    mapped = set(vllm_args_params(prof, config_as_path=True)) - from_nodes
+    assert mapped == set(role_params) - from_nodes - {"fast_link_prefix_length"}, (mapped, set(role_params))
