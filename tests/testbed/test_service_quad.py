@@ -166,7 +166,11 @@ def test_a_retention_that_is_not_a_multiple_of_the_block_is_refused_before_any_h
     assert rc != 0, out[-3000:]
     assert "engine.prefix_cache_retention_interval=1000: must be a multiple of the scheduler block" in out
     assert "compute as 384 tokens" in out and "nearest valid values: 768, 1152" in out, out[-3000:]
-    assert not {f"node-{i}" for i in range(NODES)} & set(sf.recap(out)), "a node play ran"
+    # validate renders every rank as a play of the nodes without reaching them: no change, and no later play began.
+    assert all(sf.recap(out)[f"node-{i}"]["changed"] == 0 for i in range(NODES)), sf.recap(out)
+    first_node_play = "Check every node before changing any"  # playbooks/prepare.yml's first play
+    assert f"- name: {first_node_play}" in (ROOT / "playbooks/prepare.yml").read_text()
+    assert f"PLAY [{first_node_play}]" not in out, out[-3000:]
     assert [sf.container_identity(i) for i in range(NODES)] == before
 
 
@@ -252,7 +256,7 @@ def test_a_missing_rail_a_rail_without_its_gid_and_a_wrong_mtu_are_refused_befor
     assert f"node-1: rail {RAIL}/1 has no RoCE v2 GID at index 3" in out, out[-4000:]
     assert f"node-2: {sf.FAST_NETDEV} live MTU is 1500, expected 9000" in out, out[-4000:]
     assert re.search(r"node-0: DF ping at MTU 9000 .* to node-2 ", out), out[-4000:]
-    assert_never_ran(out, "vllm_service", "Render this rank")  # nothing may start after a failed fabric check
+    assert_never_ran(out, "vllm_service", "Start every rank in stages")  # nothing starts after a failed fabric check
     assert [sf.container_identity(index) for index in range(NODES)] == before
     assert sf.health() == 200
 
