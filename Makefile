@@ -36,8 +36,8 @@ unit: install
 test: install system engine lint
 	$(MAKE) tiers
 
-# The test tiers alone (unit, playbook, engine, testbed), for a tree already installed and linted: each timed, the
-# test bed built in the background meanwhile (tests/tiers.py).
+# The test tiers alone (unit, playbook, engine, testbed), for a tree already installed and linted: each timed, two
+# test beds built in the background meanwhile, the test-bed tier run as two shards at once (tests/tiers.py).
 tiers:
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(PY) tests/tiers.py
 
