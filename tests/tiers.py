@@ -99,6 +99,10 @@ def run_testbed_shards(marker, log_dir):
 
 def main(chosen):
     """Run the chosen tiers (all when none is named); the test bed is built while the others run."""
+    unknown = sorted(set(chosen) - {name for name, _ in TIERS})
+    if unknown:
+        print(f"CI: no tier named {', '.join(unknown)}; the tiers are {', '.join(name for name, _ in TIERS)}")
+        return 2
     tiers = [(name, marker) for name, marker in TIERS if name in chosen or not chosen]
     log_dir = ROOT / ".testbed" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
