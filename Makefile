@@ -41,7 +41,7 @@ test: install system engine lint
 tiers:
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(PY) tests/tiers.py
 
-# Every Molecule scenario (converge, idempotence, verify) on the test bed: about 20 min, so not part of make test
+# Every Molecule scenario (converge, idempotence, verify) on the test bed: about 10 min, so not part of make test
 # (CI's time limit); site.yml on the test bed runs the same roles in the testbed tier.
 molecule: install system
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest -m molecule --durations=10
