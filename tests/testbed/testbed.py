@@ -70,6 +70,8 @@ NODE_PACKAGES = [
     "python3-docker",  # the Docker SDK community.docker's modules use on the node
     "nginx",  # what roles/front_door installs on a real head; pinned there to the version this image holds
     "nftables",  # roles/fabric_firewall's table (DGX OS ships it)
+    "python3-venv",  # roles/vllm_router's own venv on the fleet's router host (node-2)
+    "python3-packaging",  # what ansible.builtin.pip needs on that host (roles/vllm_router installs both)
 ]
 # `--privileged` fails here (no CAP_SYS_RESOURCE in the host's bounding set): emulate it.
 NODE_RUN_OPTS = [
@@ -486,7 +488,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     up_p = sub.add_parser("up")
-    up_p.add_argument("--nodes", type=int, default=2, choices=[1, 2, MAX_NODES])
+    up_p.add_argument("--nodes", type=int, default=2, choices=[1, 2, 3, MAX_NODES])
     down_p = sub.add_parser("down")
     down_p.add_argument("--purge", action="store_const", const="nodes", help="also remove the node volumes")
     down_p.add_argument(

@@ -1,0 +1,277 @@
+#!/usr/bin/python
+"""Ansible module: check or roll out a fleet's replicas one at a time behind vLLM's router."""
+
+DOCUMENTATION = r"""
+---
+module: vllm_fleet_rollout
+short_description: Check every replica of a fleet, or update them one at a time behind the router
+description:
+  - Each replica is an inventory of its own (a single Spark, a pair or a quad, with its own profile, records, gate
+    and rollback); this module runs that inventory's C(site.yml) as a user would, from the project root.
+  - I(mode=validate) runs every replica's C(site.yml --tags validate) and fails listing every replica that is
+    refused, before any host changes.
+  - I(mode=rollout) takes the replicas in order. A replica the router routes to is removed from it, and the module
+    waits (at most I(drain_timeout_s)) until the replica's door reports no running or waiting request
+    (C(vllm:num_requests_running), C(vllm:num_requests_waiting) in its /metrics). Then the replica's own
+    C(site.yml) runs (staged start, gate, record; a rejected deploy rolls that replica back). A replica whose door
+    answers /health afterwards is added back to the router, on its new deployment or on the previous one.
+  - The first replica that fails stops the rollout; the module fails naming it, why, whether it serves again, and
+    the replicas it did not touch. The others keep serving throughout.
+  - Each replica run's output is kept in I(log_dir)/<replica>.log.
+  - A replica list with problems (no name, no inventory folder, a URL that is not https, a repeated name) is
+    refused listing every problem, before any replica runs.
+options:
+  mode:
+    description: C(validate) checks every replica; C(rollout) updates them.
+    type: str
+    choices: [validate, rollout]
+    default: rollout
+  replicas:
+    description: The replicas in rollout order, each with C(name), C(inventory) (relative to I(project_dir) or
+      absolute) and C(url), its door as the router reaches it (C(https://<head>:8443)).
+    type: list
+    elements: dict
+    required: true
+  router_url:
+    description: The router's door (C(https://<router host>:8443)); its admin API answers the controller only.
+    type: str
+  ca_file:
+    description: The CA the router's and the replicas' doors are signed by.
+    type: path
+  project_dir:
+    description: The project root (its ansible.cfg and site.yml).
+    type: path
+    required: true
+  log_dir:
+    description: Controller folder for each replica run's output.
+    type: path
+    required: true
+  tags:
+    description: Tags passed to every replica's C(site.yml) in I(mode=rollout) (none, the whole site.yml).
+    type: list
+    elements: str
+    default: []
+  replica_extra_vars:
+    description: Extra variables for every replica's run (written to a 0600 file, passed as C(-e @file)).
+    type: dict
+    default: {}
+  drain_timeout_s:
+    description: Longest wait for a replica out of rotation to finish its requests; the deploy then goes ahead.
+    type: float
+    default: 300
+  deploy_timeout_s:
+    description: Longest one replica's C(site.yml) may run.
+    type: float
+    default: 3600
+author:
+  - spark-serve
+"""
+
+EXAMPLES = r"""
+- name: Update the replicas one at a time
+  vllm_fleet_rollout:
+    replicas:
+      - {name: a, inventory: inventories/spark-pair, url: "https://spark-a.local:8443"}
+      - {name: b, inventory: inventories/spark-pair-b, url: "https://spark-c.local:8443"}
+    router_url: https://router.local:8443
+    ca_file: .spark-serve/front-door/ca.pem
+    project_dir: "{{ playbook_dir }}/.."
+    log_dir: .spark-serve/fleet
+"""
+
+RETURN = r"""
+replicas:
+  description: What happened to each replica the rollout reached, in order.
+  returned: mode=rollout
+  type: list
+  elements: dict
+  sample:
+    - {name: a, url: "https://spark-a.local:8443", was_member: true, drained_s: 2.0, left_in_flight: 0,
+       deploy_s: 611.4, deployed: true, serving: true, back_in_rotation: true, problem: ""}
+members:
+  description: The router's workers after the rollout (what a restarted router takes back).
+  returned: mode=rollout
+  type: list
+  elements: str
+  sample: ["https://spark-a.local:8443", "https://spark-c.local:8443"]
+refused:
+  description: In mode=validate, each refused replica with the end of its validate output.
+  returned: mode=validate
+  type: dict
+problems:
+  description: Every problem with the replica list, when it is refused before anything runs.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+import contextlib
+import json
+import os
+import ssl
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleet_rollout import FleetOps, in_flight, replica_problems, roll_out
+from ansible.module_utils.openai_client import ServerUnreachable, read_metrics
+
+HTTP_TIMEOUT_S = 10
+
+
+def ansible_playbook():
+    """The ansible-playbook beside the Python that runs this module (the controller's, with the project's pins)."""
+    return os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+
+def run_site(module, replica, extra_args, log_name, timeout_s):
+    """The replica's own site.yml from the project root: (ok, reason, log path)."""
+    params = module.params
+    log_path = os.path.join(params["log_dir"], f"{log_name}.log")
+    command = [ansible_playbook(), "site.yml", "-i", replica["inventory"], *extra_args]
+    with open(log_path, "w", encoding="utf-8") as log:
+        try:
+            rc = subprocess.run(
+                command, cwd=params["project_dir"], stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
+            ).returncode
+        except subprocess.TimeoutExpired:
+            return False, f"its site.yml ran over {timeout_s:.0f} s (log {log_path})", log_path
+    if rc == 0:
+        return True, "", log_path
+    return False, f"{first_failure(log_path)} (log {log_path})", log_path
+
+
+def first_failure(log_path):
+    """The first failed task's name and message in a run's output, as the user would look for it."""
+    task = ""
+    with open(log_path, encoding="utf-8", errors="replace") as log:
+        for line in log:
+            if line.startswith("TASK ["):
+                task = line.strip().removeprefix("TASK [").split("]")[0]
+            if line.startswith(("fatal:", "failed:")):
+                message = line.split("=>", 1)[-1].strip()
+                with contextlib.suppress(ValueError):
+                    message = json.loads(message).get("msg", message)
+                return f"its site.yml failed at '{task}': {str(message)[:400]}"
+    return "its site.yml failed"
+
+
+class Http:
+    """The router's admin API and the replicas' doors, over TLS verified with the fleet's CA."""
+
+    def __init__(self, module):
+        ca_file = module.params["ca_file"]
+        self.context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        self.router = (module.params["router_url"] or "").rstrip("/")
+
+    def call(self, method, url):
+        request = urllib.request.Request(url, method=method)
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S, context=self.context) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+
+    def members(self):
+        return json.loads(self.call("GET", f"{self.router}/list_workers")[1]).get("urls", [])
+
+    def admin(self, action, url):
+        self.call("POST", f"{self.router}/{action}?url={urllib.parse.quote(url, safe='')}")
+
+    def held(self, replica):
+        try:
+            return in_flight(read_metrics(replica["url"].rstrip("/"), None, HTTP_TIMEOUT_S, self.context))
+        except ServerUnreachable:
+            return None
+
+    def serving(self, replica):
+        try:
+            return self.call("GET", f"{replica['url'].rstrip('/')}/health")[0] == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+def extra_vars_args(module, folder):
+    if not module.params["replica_extra_vars"]:
+        return []
+    path = os.path.join(folder, "replica-extra-vars.json")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
+        json.dump(module.params["replica_extra_vars"], handle)
+    return ["-e", f"@{path}"]
+
+
+def validate(module, extra):
+    refused = {}
+    for replica in module.params["replicas"]:
+        ok, reason, log_path = run_site(
+            module, replica, ["--tags", "validate", *extra], f"{replica['name']}-validate", 600
+        )
+        if not ok:
+            with open(log_path, encoding="utf-8", errors="replace") as log:
+                refused[replica["name"]] = reason + "\n" + log.read()[-3000:]
+    if refused:
+        module.fail_json(
+            msg="refused before any host changed: "
+            + "; ".join(f"replica {name}: {text.splitlines()[0]}" for name, text in refused.items()),
+            refused=refused,
+        )
+    module.exit_json(changed=False, refused={})
+
+
+def rollout(module, extra):
+    http = Http(module)
+    tags = ["--tags", ",".join(module.params["tags"])] if module.params["tags"] else []
+
+    def deploy(replica):
+        ok, reason, _ = run_site(module, replica, [*tags, *extra], replica["name"], module.params["deploy_timeout_s"])
+        return ok, reason
+
+    ops = FleetOps(
+        members=http.members,
+        remove=lambda url: http.admin("remove_worker", url),
+        add=lambda url: http.admin("add_worker", url),
+        held=http.held,
+        serving=http.serving,
+        deploy=deploy,
+    )
+    try:
+        steps, problem = roll_out(ops, module.params["replicas"], module.params["drain_timeout_s"])
+        members = http.members()
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        module.fail_json(msg=f"the router at {http.router} did not answer its admin API: {err}")
+    result = dict(changed=True, replicas=[step.as_dict() for step in steps], members=members)
+    if problem:
+        module.fail_json(msg=problem, **result)
+    module.exit_json(**result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type="str", choices=["validate", "rollout"], default="rollout"),
+            replicas=dict(type="list", elements="dict", required=True),
+            router_url=dict(type="str"),
+            ca_file=dict(type="path"),
+            project_dir=dict(type="path", required=True),
+            log_dir=dict(type="path", required=True),
+            tags=dict(type="list", elements="str", default=[]),
+            replica_extra_vars=dict(type="dict", default={}),
+            drain_timeout_s=dict(type="float", default=300),
+            deploy_timeout_s=dict(type="float", default=3600),
+        ),
+        required_if=[("mode", "rollout", ("router_url", "ca_file"))],
+    )
+    problems = replica_problems(module.params["replicas"], module.params["project_dir"])
+    if problems:
+        module.fail_json(msg="; ".join(problems) + "; nothing was changed", problems=problems)
+    os.makedirs(module.params["log_dir"], exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="spark-fleet-") as folder:
+        extra = extra_vars_args(module, folder)
+        if module.params["mode"] == "validate":
+            validate(module, extra)
+        rollout(module, extra)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""A fleet on the test bed: two single-node replicas (node-0, node-1) behind vLLM's router on node-2, brought up by
+`site.yml -i inventories/testbed-fleet` and rolled out one replica at a time under a load of multi-turn sessions."""
+
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.testbed import fleet_standins
+from tests.testbed.fleet_load import SessionLoad, p95, stream_chat
+from tests.testbed.helpers import INSTANCE, ROOT, node_exec, playbook, run
+
+pytestmark = pytest.mark.testbed
+FLEET = "inventories/testbed-fleet"
+NET = f"10.253.{16 * int(INSTANCE)}"
+ROUTER = f"https://{NET}.12:8443"
+REPLICAS = {"a": f"https://{NET}.10:8443", "b": f"https://{NET}.11:8443"}
+FLEET_DIR = ROOT / ".testbed" / INSTANCE / "fleet"
+CA = FLEET_DIR / "front-door" / "ca.pem"
+KEY_FILE = FLEET_DIR / "api-key"
+
+
+def get(url, path, timeout=10):
+    """(status, body) of GET url+path, verified with the fleet's CA."""
+    context = ssl.create_default_context(cafile=CA)
+    try:
+        with urllib.request.urlopen(url + path, timeout=timeout, context=context) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def members():
+    status, body = get(ROUTER, "/list_workers")
+    assert status == 200, body
+    return sorted(json.loads(body)["urls"])
+
+
+def replica_identity(index):
+    rc, out = node_exec(index, "docker inspect -f '{{.Id}} {{.State.StartedAt}}' spark-serve-rank0")
+    return out.strip() if rc == 0 else None
+
+
+def fleet_run(*extra, timeout=3600):
+    started = time.monotonic()
+    rc, out = playbook("site.yml", FLEET, *extra, timeout=timeout)
+    return rc, out, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def fleet(testbed):
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/testbed.py"), "up", "--nodes", "3"], timeout=1800)
+    assert rc == 0, out[-3000:]
+    rc, out = run([sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push"], timeout=3600)
+    assert rc == 0, out[-3000:]
+    for replica in ("inventories/testbed-fleet-a", "inventories/testbed-fleet-b"):
+        rc, out = playbook("molecule/shared/dgx_os.yml", replica)
+        assert rc == 0, out[-3000:]
+    fleet_standins.router_wheelhouse()
+    FLEET_DIR.mkdir(parents=True, exist_ok=True)
+    if not KEY_FILE.exists():
+        KEY_FILE.write_text(os.urandom(24).hex() + "\n")
+        KEY_FILE.chmod(0o600)
+    # A pair deployed earlier on node-0 and node-1 leaves its worker on node-1, outside the replicas' inventories.
+    node_exec(1, "docker rm -f spark-serve-rank1 >/dev/null 2>&1; true")
+    stop_router = fleet_standins.router_service_standin()
+    rc, out, took = fleet_run()
+    print(f"\n[site.yml fleet, first run] {took:.0f} s")
+    assert rc == 0, out[-8000:]
+    yield {"key": KEY_FILE.read_text().strip(), "first_run": out}
+    node_exec(fleet_standins.ROUTER_NODE, stop_router)
+    # The replicas' engines on node-0 and node-1 would pass for a pair to the next module: stopped.
+    for index in (0, 1):
+        node_exec(index, "docker rm -f spark-serve-rank0 >/dev/null 2>&1; true")
+
+
+def test_the_router_serves_both_replicas_behind_the_key_and_its_admin_api_answers_only_the_controller(fleet):
+    assert members() == sorted(REPLICAS.values())
+    body = {"model": "tiny-llama", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+    statuses = {}
+    for label, key in (("no key", None), ("wrong key", "sk-wrong-key-0000"), ("key", fleet["key"])):
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        request = urllib.request.Request(f"{ROUTER}/v1/chat/completions", json.dumps(body).encode(), headers)
+        try:
+            with urllib.request.urlopen(request, timeout=60, context=ssl.create_default_context(cafile=CA)) as r:
+                statuses[label] = r.status
+        except urllib.error.HTTPError as err:
+            statuses[label] = err.code
+    assert statuses == {"no key": 401, "wrong key": 401, "key": 200}, statuses
+    # Another host on the LAN (node-0) reaches the door but not the admin API; the controller does (above).
+    node_exec(0, f"cat > /tmp/fleet-ca.pem <<'EOF'\n{CA.read_text()}EOF")
+    _, lan = node_exec(0, f"curl -s -o /dev/null -w '%{{http_code}}' --cacert /tmp/fleet-ca.pem {ROUTER}/list_workers")
+    _, remove = node_exec(
+        0,
+        f"curl -s -o /dev/null -w '%{{http_code}}' --cacert /tmp/fleet-ca.pem -X POST "
+        f"'{ROUTER}/remove_worker?url={REPLICAS['a']}'",
+    )
+    assert (lan, remove) == ("403", "403"), (lan, remove)
+    assert members() == sorted(REPLICAS.values())
+    rc, argv = node_exec(fleet_standins.ROUTER_NODE, "cat /proc/$(pgrep -f 'bin/vllm-router' | head -1)/cmdline")
+    assert rc == 0 and fleet["key"] not in argv and "--host\x00127.0.0.1" in argv, argv
+
+
+def test_each_session_stays_on_one_replica_and_hits_its_prefix_cache(fleet):
+    """consistent_hash on X-Session-ID: a session's second turn finds its first turn in that replica's cache."""
+    hits = {}
+    for session in [f"affinity-{n}" for n in range(6)]:
+        messages = [{"role": "user", "content": " ".join(f"word{session}{i}" for i in range(64))}]
+        stream_chat(ROUTER, fleet["key"], CA, session, messages)
+        messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "and then?"}]
+        hits[session] = stream_chat(ROUTER, fleet["key"], CA, session, messages)[1]
+    print(f"\n[affinity] cached prompt tokens of each session's second turn: {hits}")
+    assert all(cached >= 16 for cached in hits.values()), hits
+
+
+def test_a_restarted_router_takes_its_members_back(fleet):
+    started = time.monotonic()
+    node_exec(fleet_standins.ROUTER_NODE, "pkill -f 'bin/vllm-router'; true")
+    back = None
+    for _ in range(60):
+        time.sleep(1)
+        try:
+            if members() == sorted(REPLICAS.values()):
+                back = time.monotonic() - started
+                break
+        except (AssertionError, OSError, ValueError):
+            continue
+    print(f"\n[router restart] both members back after {back} s")
+    assert back is not None, "the restarted router did not take its members back within 60 s"
+
+
+def test_a_rolling_update_under_session_load_fails_no_request(fleet):
+    """Both replicas restart with a changed profile, one at a time; the sessions never see a failure."""
+    before_ids = {index: replica_identity(index) for index in (0, 1)}
+    overrides = {"spark_fleet_replica_vars": {"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 6}}}}
+    with SessionLoad(ROUTER, fleet["key"], CA, sessions=4) as load:
+        time.sleep(20)  # the load's own baseline: TTFT before the rollout
+        rollout_start = time.monotonic()
+        rc, out, took = fleet_run("-e", json.dumps(overrides))
+        rollout_end = time.monotonic()
+        time.sleep(5)
+    before = load.between(0, rollout_start)
+    during = load.between(rollout_start, rollout_end)
+    failed = [s for s in load.sent if s.error]
+    p95_before = p95([s.ttft_s for s in before if s.ttft_s])
+    p95_during = p95([s.ttft_s for s in during if s.ttft_s])
+    print(
+        f"\n[rolling update] {took:.0f} s; {len(load.sent)} requests ({len(during)} during), {len(failed)} failed; "
+        f"p95 TTFT before {p95_before:.3f} s, during {p95_during:.3f} s ({p95_during / p95_before:.1f}x)"
+    )
+    assert rc == 0, out[-8000:]
+    assert not failed, failed[:5]
+    assert len(during) >= 20, len(during)
+    after_ids = {index: replica_identity(index) for index in (0, 1)}
+    assert all(after_ids[i] and after_ids[i] != before_ids[i] for i in (0, 1)), (before_ids, after_ids)
+    assert members() == sorted(REPLICAS.values())
+    for index in (0, 1):
+        _, cmd = node_exec(index, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank0")
+        argv = json.loads(cmd)
+        assert argv[argv.index("--max-num-seqs") + 1] == "6", argv

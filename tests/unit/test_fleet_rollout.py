@@ -1,0 +1,222 @@
+"""module_utils/fleet_rollout.py and library/vllm_fleet_rollout.py: the rolling update's order of effects with
+fakes, and the module against a fake router and fake replicas on loopback with a stand-in ansible-playbook."""
+
+import json
+import stat
+import sys
+from unittest import mock
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from ansible.module_utils.fleet_rollout import FleetOps, in_flight, replica_problems, roll_out
+from ansible.modules import vllm_fleet_rollout
+
+from tests.fake_vllm import LoopbackServer
+from tests.module_harness import run_module
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def fake_ops(held=None, deploy=None, serving=None, members=("u-a", "u-b")):
+    """FleetOps recording every effect in `ops.calls`; held/deploy/serving: {replica name: value or list}."""
+    clock, calls, routed = Clock(), [], list(members)
+    held = {name: list(values) for name, values in (held or {}).items()}
+
+    def remove(url):
+        calls.append(("remove", url))
+        routed.remove(url)
+
+    def add(url):
+        calls.append(("add", url))
+        routed.append(url)
+
+    def held_by(replica):
+        values = held.get(replica["name"], [0])
+        return values.pop(0) if len(values) > 1 else values[0]
+
+    def deploy_one(replica):
+        calls.append(("deploy", replica["name"]))
+        return (deploy or {}).get(replica["name"], (True, ""))
+
+    ops = FleetOps(
+        members=lambda: list(routed),
+        remove=remove,
+        add=add,
+        held=held_by,
+        serving=lambda replica: (serving or {}).get(replica["name"], True),
+        deploy=deploy_one,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    return ops, calls
+
+
+REPLICAS = [{"name": "a", "inventory": "inv-a", "url": "u-a"}, {"name": "b", "inventory": "inv-b", "url": "u-b"}]
+
+
+def test_each_replica_leaves_the_router_drains_deploys_and_comes_back_in_order():
+    ops, calls = fake_ops(held={"a": [3, 2, 0]})
+    steps, problem = roll_out(ops, REPLICAS, drain_timeout_s=60)
+    assert problem == ""
+    assert calls == [("remove", "u-a"), ("deploy", "a"), ("add", "u-a"), ("remove", "u-b"), ("deploy", "b"),
+                     ("add", "u-b")]  # fmt: skip
+    assert (steps[0].drained_s, steps[0].left_in_flight, steps[1].drained_s) == (2.0, 0, 0.0)
+    assert all(step.deployed and step.back_in_rotation for step in steps)
+
+
+def test_a_drain_is_bounded_and_says_how_many_requests_were_left():
+    ops, _ = fake_ops(held={"a": [5]})
+    steps, problem = roll_out(ops, REPLICAS[:1], drain_timeout_s=10)
+    assert problem == "" and (steps[0].drained_s, steps[0].left_in_flight) == (10.0, 5)
+
+
+def test_a_replica_not_in_rotation_is_deployed_without_a_drain_and_added():
+    ops, calls = fake_ops(members=())
+    roll_out(ops, REPLICAS, drain_timeout_s=60)
+    assert ("remove", "u-a") not in calls and calls[:2] == [("deploy", "a"), ("add", "u-a")]
+
+
+def test_a_rejected_replica_that_serves_its_old_deployment_goes_back_and_the_rollout_stops():
+    ops, calls = fake_ops(deploy={"a": (False, "its site.yml failed at 'Gate': decode 1 tok/s < 5")})
+    steps, problem = roll_out(ops, REPLICAS, drain_timeout_s=60)
+    assert calls == [("remove", "u-a"), ("deploy", "a"), ("add", "u-a")]
+    assert problem == (
+        "replica a: its site.yml failed at 'Gate': decode 1 tok/s < 5 (it serves its previous deployment and is back "
+        "in rotation); the rollout stopped there; not touched: b"
+    )
+    assert len(steps) == 1 and steps[0].back_in_rotation
+
+
+def test_a_replica_that_does_not_serve_after_its_run_stays_out_of_the_router():
+    ops, calls = fake_ops(deploy={"b": (False, "its site.yml failed")}, serving={"b": False})
+    steps, problem = roll_out(ops, REPLICAS, drain_timeout_s=60)
+    assert calls[-2:] == [("remove", "u-b"), ("deploy", "b")] and "u-b" not in ops.members()
+    assert problem == (
+        "replica b: its site.yml failed (it does not serve and stays out of the router); the rollout stopped there"
+    )
+    assert [step.back_in_rotation for step in steps] == [True, False]
+
+
+def test_a_replica_list_with_problems_is_refused_with_all_of_them(tmp_path):
+    (tmp_path / "inventories" / "a").mkdir(parents=True)
+    replicas = [
+        {"name": "a", "inventory": "inventories/a", "url": "https://a:8443"},
+        {"name": "a", "inventory": "inventories/missing", "url": "a:8443"},
+        {"inventory": "inventories/a", "url": "https://c:8443"},
+        "b",
+    ]
+    problems = replica_problems(replicas, str(tmp_path))
+    assert problems == [
+        "replica a: inventory='inventories/missing' is no inventory folder under " + str(tmp_path) + " (rule: each "
+        "replica is an inventory of its own, with its own profile and records)",
+        "replica a: url='a:8443' is not its door (rule: http(s)://<head>:<port>, as the router reaches it)",
+        "spark_fleet_replicas[2]: {'inventory': 'inventories/a', 'url': 'https://c:8443'} has no name (rule: each "
+        "replica has name, inventory and url)",
+        "spark_fleet_replicas[3]: 'b' has no name (rule: each replica has name, inventory and url)",
+        "replica names a repeat (rule: each replica has its own name and log)",
+    ]
+    assert replica_problems(replicas[:1], str(tmp_path)) == []
+
+
+def test_in_flight_counts_running_and_waiting_requests():
+    assert in_flight({"vllm:num_requests_running": 2.0, "vllm:num_requests_waiting": 1.0}) == 3
+    assert in_flight({"vllm:num_requests_running": 0.0}) == 0
+    assert in_flight({"vllm:request_success_total": 4.0}) is None
+
+
+class FakeRouter:
+    """vllm-router's admin API: list_workers, add_worker, remove_worker."""
+
+    def __init__(self, urls):
+        self.urls, self.calls = list(urls), []
+        self.server = LoopbackServer(self.answer)
+
+    def answer(self, request):
+        parsed = urlparse(request.path)
+        url = parse_qs(parsed.query).get("url", [""])[0]
+        self.calls.append((parsed.path, url))
+        if parsed.path == "/add_worker":
+            self.urls.append(url)
+        elif parsed.path == "/remove_worker":
+            self.urls.remove(url)
+        return 200, {}, [json.dumps({"urls": self.urls}).encode()]
+
+
+def fake_replica(running):
+    """A replica's door: /health 200, /metrics with `running` requests."""
+    metrics = f"vllm:num_requests_running {running}\nvllm:num_requests_waiting 0\n".encode()
+    return LoopbackServer(lambda request: (200, {}, [metrics if request.path == "/metrics" else b"ok"]))
+
+
+@pytest.fixture()
+def stand_in_playbook(tmp_path):
+    """An ansible-playbook that records its argv and fails for inventories named in FAIL_FOR."""
+    script = tmp_path / "ansible-playbook"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\nprint('argv', json.dumps(sys.argv[1:]))\n"
+        "if 'fail' in sys.argv[3]:\n"
+        "    print('TASK [vllm_release : Gate the deployment] ***')\n"
+        '    print(\'fatal: [localhost]: FAILED! => {"msg": "hot TTFT 3 s > 1 s"}\')\n'
+        "    sys.exit(2)\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def test_the_module_rolls_out_through_a_router_and_keeps_each_run_log(tmp_path, stand_in_playbook):
+    a, b = fake_replica(0), fake_replica(0)
+    router = FakeRouter([a.url, b.url])
+    for name in ("inv-a", "inv-b"):
+        (tmp_path / name).mkdir()
+    replicas = [{"name": "a", "inventory": "inv-a", "url": a.url}, {"name": "b", "inventory": "inv-b", "url": b.url}]
+    args = dict(replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
+                log_dir=str(tmp_path / "logs"), tags=["deploy"], replica_extra_vars={"x": 1})  # fmt: skip
+    with mock.patch.object(vllm_fleet_rollout, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet_rollout, args)
+    assert not result["failed"], result
+    assert [path for path, _ in router.calls if path != "/list_workers"] == ["/remove_worker", "/add_worker"] * 2
+    assert result["members"] == [a.url, b.url] and [r["name"] for r in result["replicas"]] == ["a", "b"]
+    argv = json.loads((tmp_path / "logs" / "a.log").read_text().split("argv ", 1)[1].splitlines()[0])
+    assert argv[:5] == ["site.yml", "-i", "inv-a", "--tags", "deploy"] and argv[5] == "-e", argv
+    for server in (a, b, router.server):
+        server.close()
+
+
+def test_the_module_stops_at_a_failed_replica_naming_its_failed_task(tmp_path, stand_in_playbook):
+    a, b = fake_replica(0), fake_replica(0)
+    router = FakeRouter([a.url, b.url])
+    for name in ("inv-fail", "inv-b"):
+        (tmp_path / name).mkdir()
+    replicas = [{"name": "a", "inventory": "inv-fail", "url": a.url}, {"name": "b", "inventory": "inv-b", "url": b.url}]
+    args = dict(replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
+                log_dir=str(tmp_path / "logs"))  # fmt: skip
+    with mock.patch.object(vllm_fleet_rollout, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet_rollout, args)
+    log = tmp_path / "logs" / "a.log"
+    assert result["failed"] and result["msg"] == (
+        f"replica a: its site.yml failed at 'vllm_release : Gate the deployment': hot TTFT 3 s > 1 s (log {log}) "
+        "(it serves its previous deployment and is back in rotation); the rollout stopped there; not touched: b"
+    )
+    assert sorted(router.urls) == sorted([a.url, b.url])
+    for server in (a, b, router.server):
+        server.close()
+
+
+def test_the_module_refuses_a_bad_replica_list_before_running_anything(tmp_path, stand_in_playbook):
+    args = dict(replicas=[{"name": "a", "inventory": "nowhere", "url": "https://a:8443"}], mode="validate",
+                project_dir=str(tmp_path), log_dir=str(tmp_path / "logs"))  # fmt: skip
+    with mock.patch.object(vllm_fleet_rollout, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet_rollout, args)
+    assert (
+        result["failed"] and result["msg"].endswith("; nothing was changed") and "inventory='nowhere'" in result["msg"]
+    )
+    assert not (tmp_path / "logs").exists()
