@@ -81,12 +81,13 @@ class FleetOps:
 
 
 def drain(ops, replica, timeout_s):
-    """Wait (bounded) until the replica, out of rotation, holds no request: (seconds waited, requests left)."""
+    """Wait (bounded) until the replica, out of rotation, holds no request: (seconds waited, requests left). A replica
+    whose door does not answer holds none a client could still get."""
     started = ops.clock()
     left = None
     for _ in range(int(timeout_s / ops.poll_s) + 1):
         left = ops.held(replica)
-        if left == 0 or ops.clock() - started >= timeout_s:
+        if not left or ops.clock() - started >= timeout_s:
             break
         ops.sleep(ops.poll_s)
     return round(ops.clock() - started, 1), left or 0

@@ -43,8 +43,10 @@ def router_wheelhouse():
     return WHEELHOUSE
 
 
-# One loop a second, bounded (6 h): (re)start when the unit appears, changes, or its process died.
+# One loop a second, bounded (6 h): (re)start when the unit appears, changes, or its process died. A router left by
+# an earlier stand-in (a test run cut short) is stopped first: one owns the port.
 SUPERVISOR = f"""
+pkill -f '[v]llm-router --host'
 unit={UNIT}; pid=""; stamp=""
 for i in $(seq 21600); do
   if [ -f $unit ]; then
@@ -72,4 +74,4 @@ def router_service_standin():
         f"cat > {script} <<'EOF'\n{SUPERVISOR}\nEOF\nnohup sh {script} >/dev/null 2>&1 </dev/null & echo $!",
     )
     assert rc == 0, out
-    return f"kill {out.strip()}; pkill -f vllm-router; true"
+    return f"kill {out.strip()}; pkill -f '[v]llm-router --host'; true"

@@ -102,8 +102,18 @@ def test_the_router_serves_both_replicas_behind_the_key_and_its_admin_api_answer
     )
     assert (lan, remove) == ("403", "403"), (lan, remove)
     assert members() == sorted(REPLICAS.values())
-    rc, argv = node_exec(fleet_standins.ROUTER_NODE, "cat /proc/$(pgrep -f 'bin/vllm-router' | head -1)/cmdline")
+    rc, argv = node_exec(fleet_standins.ROUTER_NODE, "cat /proc/$(pgrep -o -f '[v]llm-router --host')/cmdline")
     assert rc == 0 and fleet["key"] not in argv and "--host\x00127.0.0.1" in argv, argv
+
+
+def test_fleet_status_shows_the_routers_view_beside_each_replicas_ranks(fleet):
+    rc, out = playbook("playbooks/status.yml", FLEET)
+    assert rc == 0, out[-4000:]
+    view = out.split("Show the router's view beside each replica", 1)[1]
+    assert "/health 200, routes to 2 replica(s)" in view, view
+    for name, url in REPLICAS.items():
+        assert f"{name} ({url}): in rotation" in view, view
+    assert view.count("all 1 rank(s) alive; head /health 200") == 2, view
 
 
 def test_each_session_stays_on_one_replica_and_hits_its_prefix_cache(fleet):
@@ -120,7 +130,7 @@ def test_each_session_stays_on_one_replica_and_hits_its_prefix_cache(fleet):
 
 def test_a_restarted_router_takes_its_members_back(fleet):
     started = time.monotonic()
-    node_exec(fleet_standins.ROUTER_NODE, "pkill -f 'bin/vllm-router'; true")
+    node_exec(fleet_standins.ROUTER_NODE, "pkill -f '[v]llm-router --host'; true")
     back = None
     for _ in range(60):
         time.sleep(1)

@@ -21,7 +21,9 @@ node's spark-serve-rank-control), then the head; the service must answer the pro
 within the load time, else every rank is stopped again (the head's last log lines are kept). It acts once per fault
 and restarts at most `auto_restart_max` times between two deploys: the role resets its state after the next start,
 and disarms it while a start runs; a look re-reads its configuration before it acts and stands down when a deploy
-disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. Standard library only.
+disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. In a fleet (`router`
+set: docs/fleet.md) it takes the replica out of the router's rotation before it stops the head, so that new
+requests go to the other replicas at once, and puts it back after a good automatic restart. Standard library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json --peers   # the deploy's try of the restart path
@@ -31,10 +33,12 @@ import datetime
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -217,9 +221,26 @@ def record(config, event):
         print(f"spark-serve-watchdog: could not record the event above ({error}); acting anyway", flush=True)
 
 
+def tell_router(config, action):
+    """In a fleet, the router's remove_worker or add_worker for this replica: 'done', what failed, or None without
+    a router. Never stops the watchdog acting (the router's own health check is the net under it)."""
+    router = config.get("router") or {}
+    if not router:
+        return None
+    member = urllib.parse.quote(router["member"], safe="")
+    request = urllib.request.Request(f"{router['url']}/{action}?url={member}", method="POST")
+    try:
+        context = ssl.create_default_context(cafile=router["ca_file"])
+        with urllib.request.urlopen(request, timeout=5, context=context):
+            return "done"
+    except (OSError, ssl.SSLError) as error:
+        return f"failed: {getattr(error, 'reason', error)}"
+
+
 def trip(config, started_at, problems, recover):
-    """Record why, then stop the head so that clients see the service down (the reason is kept even if the stop
-    hangs)."""
+    """Take the replica out of its fleet's router, record why, then stop the head so that clients see the service
+    down (the reason is kept even if the stop hangs)."""
+    routed = tell_router(config, "remove_worker")
     record(
         config,
         {
@@ -228,6 +249,7 @@ def trip(config, started_at, problems, recover):
             "action": f"stopping {config['container']} so that /health fails",
             "head_started_at": started_at,
             "recover": recover,
+            **({"router_remove": routed} if routed else {}),
         },
     )
     rc, out = run(["docker", "stop", "--time", "10", config["container"]], timeout=60)
@@ -323,7 +345,9 @@ def auto_restart(config, state):
     problem = restart_problem(config)
     seconds = round(time.monotonic() - began, 1)
     if problem is None:
-        record(config, {"event": "auto-restart ready", "seconds": seconds, "restart": state["restarts"]})
+        routed = tell_router(config, "add_worker")
+        event = {"event": "auto-restart ready", "seconds": seconds, "restart": state["restarts"]}
+        record(config, dict(event, **({"router_add": routed} if routed else {})))
         state.update(tripped=False, failed_looks=0, progress_at=time.time())
         return
     record(

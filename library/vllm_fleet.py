@@ -3,8 +3,8 @@
 
 DOCUMENTATION = r"""
 ---
-module: vllm_fleet_rollout
-short_description: Check every replica of a fleet, or update them one at a time behind the router
+module: vllm_fleet
+short_description: Check, update one at a time, or report the replicas of a fleet behind vLLM's router
 description:
   - Each replica is an inventory of its own (a single Spark, a pair or a quad, with its own profile, records, gate
     and rollback); this module runs that inventory's C(site.yml) as a user would, from the project root.
@@ -17,14 +17,17 @@ description:
     answers /health afterwards is added back to the router, on its new deployment or on the previous one.
   - The first replica that fails stops the rollout; the module fails naming it, why, whether it serves again, and
     the replicas it did not touch. The others keep serving throughout.
+  - I(mode=status) reports the router's view (its /health, the replicas it routes to, their loads) beside each
+    replica's door (/health, requests in flight) and its own C(playbooks/status.yml) (every rank alive, no drift);
+    read-only. It fails when the router or any replica is not well, after reporting all of them.
   - Each replica run's output is kept in I(log_dir)/<replica>.log.
   - A replica list with problems (no name, no inventory folder, a URL that is not https, a repeated name) is
     refused listing every problem, before any replica runs.
 options:
   mode:
-    description: C(validate) checks every replica; C(rollout) updates them.
+    description: C(validate) checks every replica; C(rollout) updates them; C(status) reports them.
     type: str
-    choices: [validate, rollout]
+    choices: [validate, rollout, status]
     default: rollout
   replicas:
     description: The replicas in rollout order, each with C(name), C(inventory) (relative to I(project_dir) or
@@ -69,7 +72,7 @@ author:
 
 EXAMPLES = r"""
 - name: Update the replicas one at a time
-  vllm_fleet_rollout:
+  vllm_fleet:
     replicas:
       - {name: a, inventory: inventories/spark-pair, url: "https://spark-a.local:8443"}
       - {name: b, inventory: inventories/spark-pair-b, url: "https://spark-c.local:8443"}
@@ -94,10 +97,30 @@ members:
   type: list
   elements: str
   sample: ["https://spark-a.local:8443", "https://spark-c.local:8443"]
+router:
+  description: In mode=status, the router's view - its /health (503 while any worker is unhealthy, null when its
+    door did not answer), the replicas it routes to (null when its admin API did not answer) and their loads.
+  returned: mode=status
+  type: dict
+  sample: {health: 200, members: ["https://spark-a.local:8443"], loads: {"https://spark-a.local:8443": 2}}
+status:
+  description: In mode=status, each replica - in rotation, its door's /health and requests in flight, and its own
+    status.yml verdict (C(ok), C(summary)).
+  returned: mode=status
+  type: list
+  elements: dict
+  sample:
+    - {name: a, url: "https://spark-a.local:8443", in_rotation: true, health: 200, in_flight: 0, ok: true,
+       summary: "all 2 rank(s) alive; head /health 200"}
 refused:
   description: In mode=validate, each refused replica with the end of its validate output.
   returned: mode=validate
   type: dict
+heads:
+  description: In mode=validate, each replica's head address as the controller resolves its door URL's host.
+  returned: mode=validate and success
+  type: dict
+  sample: {pair-a: 192.168.1.21, pair-b: 192.168.1.23}
 problems:
   description: Every problem with the replica list, when it is refused before anything runs.
   returned: failure
@@ -108,6 +131,8 @@ problems:
 import contextlib
 import json
 import os
+import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -145,6 +170,13 @@ def run_site(module, replica, extra_args, log_name, timeout_s):
     return False, f"{first_failure(log_path)} (log {log_path})", log_path
 
 
+def alive_summary(log_path):
+    """status.yml's verdict on the ranks ("all N rank(s) alive; head /health 200"), as its output shows it."""
+    with open(log_path, encoding="utf-8", errors="replace") as log:
+        found = re.search(r"all \d+ rank\(s\) alive[^\"\n]*", log.read())
+    return found.group().strip() if found else ""
+
+
 def first_failure(log_path):
     """The first failed task's name and message in a run's output, as the user would look for it."""
     task = ""
@@ -179,6 +211,18 @@ class Http:
     def admin(self, action, url):
         self.call("POST", f"{self.router}/{action}?url={urllib.parse.quote(url, safe='')}")
 
+    def loads(self):
+        workers = json.loads(self.call("GET", f"{self.router}/get_loads")[1]).get("workers", [])
+        return {worker["worker"]: worker.get("load") for worker in workers}
+
+    def health(self, url):
+        try:
+            return self.call("GET", f"{url.rstrip('/')}/health")[0]
+        except urllib.error.HTTPError as err:
+            return err.code
+        except (urllib.error.URLError, OSError):
+            return None
+
     def held(self, replica):
         try:
             return in_flight(read_metrics(replica["url"].rstrip("/"), None, HTTP_TIMEOUT_S, self.context))
@@ -186,10 +230,7 @@ class Http:
             return None
 
     def serving(self, replica):
-        try:
-            return self.call("GET", f"{replica['url'].rstrip('/')}/health")[0] == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        return self.health(replica["url"]) == 200
 
 
 def extra_vars_args(module, folder):
@@ -216,7 +257,20 @@ def validate(module, extra):
             + "; ".join(f"replica {name}: {text.splitlines()[0]}" for name, text in refused.items()),
             refused=refused,
         )
-    module.exit_json(changed=False, refused={})
+    module.exit_json(changed=False, refused={}, heads=head_addresses(module))
+
+
+def head_addresses(module):
+    """Each replica's head address as the controller resolves its door URL's host (the router lets it call the admin
+    API); a name that does not resolve is refused naming the replica."""
+    heads = {}
+    for replica in module.params["replicas"]:
+        host = urllib.parse.urlsplit(replica["url"]).hostname
+        try:
+            heads[replica["name"]] = socket.gethostbyname(host)
+        except OSError as err:
+            module.fail_json(msg=f"replica {replica['name']}: url={replica['url']}: {host} does not resolve ({err})")
+    return heads
 
 
 def rollout(module, extra):
@@ -246,10 +300,47 @@ def rollout(module, extra):
     module.exit_json(**result)
 
 
+def replica_status(module, http, replica, members):
+    """One replica: in rotation, its door, and its own status.yml's verdict (its log kept beside the others)."""
+    log_path = os.path.join(module.params["log_dir"], f"{replica['name']}-status.log")
+    command = [ansible_playbook(), "playbooks/status.yml", "-i", replica["inventory"]]
+    with open(log_path, "w", encoding="utf-8") as log:
+        done = subprocess.run(
+            command, cwd=module.params["project_dir"], stdout=log, stderr=subprocess.STDOUT, timeout=600
+        )
+    return dict(
+        name=replica["name"],
+        url=replica["url"],
+        in_rotation=replica["url"] in members,
+        health=http.health(replica["url"]),
+        in_flight=http.held(replica),
+        ok=done.returncode == 0,
+        summary=alive_summary(log_path) if done.returncode == 0 else first_failure(log_path),
+    )
+
+
+def status(module):
+    """The router's view beside each replica's door and its own status.yml; fails after reporting every one."""
+    http = Http(module)
+    router = {"health": http.health(http.router), "members": None, "loads": {}}
+    try:
+        router.update(members=http.members(), loads=http.loads())
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        router["error"] = str(getattr(err, "reason", err))
+    replicas = [replica_status(module, http, r, router["members"] or []) for r in module.params["replicas"]]
+    unwell = [r["name"] for r in replicas if not (r["ok"] and r["in_rotation"])]
+    result = dict(changed=False, router=router, status=replicas)
+    if router["members"] is None:
+        module.fail_json(msg=f"the router at {http.router} did not answer its admin API: {router['error']}", **result)
+    if unwell:
+        module.fail_json(msg=f"not well or out of rotation: {', '.join(unwell)}", **result)
+    module.exit_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            mode=dict(type="str", choices=["validate", "rollout"], default="rollout"),
+            mode=dict(type="str", choices=["validate", "rollout", "status"], default="rollout"),
             replicas=dict(type="list", elements="dict", required=True),
             router_url=dict(type="str"),
             ca_file=dict(type="path"),
@@ -260,7 +351,7 @@ def main():
             drain_timeout_s=dict(type="float", default=300),
             deploy_timeout_s=dict(type="float", default=3600),
         ),
-        required_if=[("mode", "rollout", ("router_url", "ca_file"))],
+        required_if=[("mode", "rollout", ("router_url", "ca_file")), ("mode", "status", ("router_url", "ca_file"))],
     )
     problems = replica_problems(module.params["replicas"], module.params["project_dir"])
     if problems:
@@ -270,6 +361,8 @@ def main():
         extra = extra_vars_args(module, folder)
         if module.params["mode"] == "validate":
             validate(module, extra)
+        if module.params["mode"] == "status":
+            status(module)
         rollout(module, extra)
 
 

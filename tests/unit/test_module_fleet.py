@@ -1,4 +1,4 @@
-"""module_utils/fleet_rollout.py and library/vllm_fleet_rollout.py: the rolling update's order of effects with
+"""module_utils/fleet_rollout.py and library/vllm_fleet.py: the rolling update's order of effects with
 fakes, and the module against a fake router and fake replicas on loopback with a stand-in ansible-playbook."""
 
 import json
@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from ansible.module_utils.fleet_rollout import FleetOps, in_flight, replica_problems, roll_out
-from ansible.modules import vllm_fleet_rollout
+from ansible.modules import vllm_fleet
 
 from tests.fake_vllm import LoopbackServer
 from tests.module_harness import run_module
@@ -148,6 +148,8 @@ class FakeRouter:
             self.urls.append(url)
         elif parsed.path == "/remove_worker":
             self.urls.remove(url)
+        elif parsed.path == "/get_loads":
+            return 200, {}, [json.dumps({"workers": [{"worker": u, "load": 1} for u in self.urls]}).encode()]
         return 200, {}, [json.dumps({"urls": self.urls}).encode()]
 
 
@@ -163,6 +165,8 @@ def stand_in_playbook(tmp_path):
     script = tmp_path / "ansible-playbook"
     script.write_text(
         f"#!{sys.executable}\nimport json, sys\nprint('argv', json.dumps(sys.argv[1:]))\n"
+        "if 'status.yml' in sys.argv[1] and 'fail' not in sys.argv[3]:\n"
+        '    print(\'    "msg": "all 1 rank(s) alive; head /health 200"\')\n'
         "if 'fail' in sys.argv[3]:\n"
         "    print('TASK [vllm_release : Gate the deployment] ***')\n"
         '    print(\'fatal: [localhost]: FAILED! => {"msg": "hot TTFT 3 s > 1 s"}\')\n'
@@ -180,8 +184,8 @@ def test_the_module_rolls_out_through_a_router_and_keeps_each_run_log(tmp_path, 
     replicas = [{"name": "a", "inventory": "inv-a", "url": a.url}, {"name": "b", "inventory": "inv-b", "url": b.url}]
     args = dict(replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
                 log_dir=str(tmp_path / "logs"), tags=["deploy"], replica_extra_vars={"x": 1})  # fmt: skip
-    with mock.patch.object(vllm_fleet_rollout, "ansible_playbook", return_value=str(stand_in_playbook)):
-        result = run_module(vllm_fleet_rollout, args)
+    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet, args)
     assert not result["failed"], result
     assert [path for path, _ in router.calls if path != "/list_workers"] == ["/remove_worker", "/add_worker"] * 2
     assert result["members"] == [a.url, b.url] and [r["name"] for r in result["replicas"]] == ["a", "b"]
@@ -199,8 +203,8 @@ def test_the_module_stops_at_a_failed_replica_naming_its_failed_task(tmp_path, s
     replicas = [{"name": "a", "inventory": "inv-fail", "url": a.url}, {"name": "b", "inventory": "inv-b", "url": b.url}]
     args = dict(replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
                 log_dir=str(tmp_path / "logs"))  # fmt: skip
-    with mock.patch.object(vllm_fleet_rollout, "ansible_playbook", return_value=str(stand_in_playbook)):
-        result = run_module(vllm_fleet_rollout, args)
+    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet, args)
     log = tmp_path / "logs" / "a.log"
     assert result["failed"] and result["msg"] == (
         f"replica a: its site.yml failed at 'vllm_release : Gate the deployment': hot TTFT 3 s > 1 s (log {log}) "
@@ -214,9 +218,30 @@ def test_the_module_stops_at_a_failed_replica_naming_its_failed_task(tmp_path, s
 def test_the_module_refuses_a_bad_replica_list_before_running_anything(tmp_path, stand_in_playbook):
     args = dict(replicas=[{"name": "a", "inventory": "nowhere", "url": "https://a:8443"}], mode="validate",
                 project_dir=str(tmp_path), log_dir=str(tmp_path / "logs"))  # fmt: skip
-    with mock.patch.object(vllm_fleet_rollout, "ansible_playbook", return_value=str(stand_in_playbook)):
-        result = run_module(vllm_fleet_rollout, args)
+    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet, args)
     assert (
         result["failed"] and result["msg"].endswith("; nothing was changed") and "inventory='nowhere'" in result["msg"]
     )
     assert not (tmp_path / "logs").exists()
+
+
+def test_status_reports_the_routers_view_beside_every_replica_and_fails_naming_the_unwell(tmp_path, stand_in_playbook):
+    a, b = fake_replica(2), fake_replica(0)
+    router = FakeRouter([a.url])
+    for name in ("inv-a", "inv-fail"):
+        (tmp_path / name).mkdir()
+    replicas = [{"name": "a", "inventory": "inv-a", "url": a.url}, {"name": "b", "inventory": "inv-fail", "url": b.url}]
+    args = dict(mode="status", replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
+                log_dir=str(tmp_path / "logs"))  # fmt: skip
+    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet, args)
+    assert result["failed"] and result["msg"] == "not well or out of rotation: b"
+    assert result["router"] == {"health": 200, "members": [a.url], "loads": {a.url: 1}}
+    first, second = result["status"]
+    assert (first["in_rotation"], first["in_flight"], first["ok"]) == (True, 2, True)
+    assert first["summary"] == "all 1 rank(s) alive; head /health 200"
+    assert (second["in_rotation"], second["ok"]) == (False, False) and "Gate the deployment" in second["summary"]
+    assert router.calls == [("/health", ""), ("/list_workers", ""), ("/get_loads", "")]
+    for server in (a, b, router.server):
+        server.close()
