@@ -209,7 +209,12 @@ class Http:
         return json.loads(self.call("GET", f"{self.router}/list_workers")[1]).get("urls", [])
 
     def admin(self, action, url):
-        self.call("POST", f"{self.router}/{action}?url={urllib.parse.quote(url, safe='')}")
+        try:
+            self.call("POST", f"{self.router}/{action}?url={urllib.parse.quote(url, safe='')}")
+        except urllib.error.HTTPError as err:
+            # Added meanwhile (its watchdog after a restart, or the router's own start): in rotation, as wanted.
+            if not (action == "add_worker" and "already exists" in err.read().decode("utf-8", "replace")):
+                raise
 
     def loads(self):
         workers = json.loads(self.call("GET", f"{self.router}/get_loads")[1]).get("workers", [])

@@ -1,6 +1,7 @@
 """A fleet on the test bed: two single-node replicas (node-0, node-1) behind vLLM's router on node-2, brought up by
 `site.yml -i inventories/testbed-fleet` and rolled out one replica at a time under a load of multi-turn sessions."""
 
+import contextlib
 import json
 import os
 import ssl
@@ -12,6 +13,7 @@ import urllib.request
 import pytest
 
 from tests.testbed import fleet_standins
+from tests.testbed import service_faults as sf
 from tests.testbed.fleet_load import SessionLoad, p95, stream_chat
 from tests.testbed.helpers import INSTANCE, ROOT, node_exec, playbook, run
 
@@ -92,15 +94,26 @@ def test_the_router_serves_both_replicas_behind_the_key_and_its_admin_api_answer
         except urllib.error.HTTPError as err:
             statuses[label] = err.code
     assert statuses == {"no key": 401, "wrong key": 401, "key": 200}, statuses
-    # Another host on the LAN (node-0) reaches the door but not the admin API; the controller does (above).
-    node_exec(0, f"cat > /tmp/fleet-ca.pem <<'EOF'\n{CA.read_text()}EOF")
-    _, lan = node_exec(0, f"curl -s -o /dev/null -w '%{{http_code}}' --cacert /tmp/fleet-ca.pem {ROUTER}/list_workers")
-    _, remove = node_exec(
-        0,
-        f"curl -s -o /dev/null -w '%{{http_code}}' --cacert /tmp/fleet-ca.pem -X POST "
-        f"'{ROUTER}/remove_worker?url={REPLICAS['a']}'",
-    )
-    assert (lan, remove) == ("403", "403"), (lan, remove)
+    # Another host on the LAN (the test bed's services host) reaches the door but not the admin API; the replicas'
+    # heads (their watchdogs) and the controller (above) do.
+    curl = f"curl -s -o /dev/null -w '%{{http_code}}' --cacert /tmp/fleet-ca.pem"
+    statuses = {}
+    for where, container in (
+        ("lan", f"spark-serve-tb{INSTANCE}-services"),
+        ("head", f"spark-serve-tb{INSTANCE}-node-0"),
+    ):
+        run(["docker", "exec", "-i", container, "sh", "-c", "cat > /tmp/fleet-ca.pem"], input=CA.read_text())
+        for path in ("list_workers", f"remove_worker?url={REPLICAS['b']}"):
+            method = "-X POST " if path.startswith("remove") else ""
+            rc, status = run(["docker", "exec", container, "sh", "-c", f"{curl} {method}'{ROUTER}/{path}'"])
+            statuses[(where, path.split("?")[0])] = status
+    assert statuses == {
+        ("lan", "list_workers"): "403",
+        ("lan", "remove_worker"): "403",
+        ("head", "list_workers"): "200",
+        ("head", "remove_worker"): "200",
+    }, statuses
+    run(["curl", "-s", "-X", "POST", "--cacert", str(CA), f"{ROUTER}/add_worker?url={REPLICAS['b']}"], timeout=60)
     assert members() == sorted(REPLICAS.values())
     rc, argv = node_exec(fleet_standins.ROUTER_NODE, "cat /proc/$(pgrep -o -f '[v]llm-router --host')/cmdline")
     assert rc == 0 and fleet["key"] not in argv and "--host\x00127.0.0.1" in argv, argv
@@ -147,7 +160,9 @@ def test_a_restarted_router_takes_its_members_back(fleet):
 def test_a_rolling_update_under_session_load_fails_no_request(fleet):
     """Both replicas restart with a changed profile, one at a time; the sessions never see a failure."""
     before_ids = {index: replica_identity(index) for index in (0, 1)}
-    overrides = {"spark_fleet_replica_vars": {"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 6}}}}
+    # A changed argv restarts each replica; auto_restart arms each watchdog's restart for the failover test below.
+    changed = {"auto_restart": True, "engine": {"max_num_seqs": 6}}
+    overrides = {"spark_fleet_replica_vars": {"spark_serve_profile_overrides": changed}}
     with SessionLoad(ROUTER, fleet["key"], CA, sessions=4) as load:
         time.sleep(20)  # the load's own baseline: TTFT before the rollout
         rollout_start = time.monotonic()
@@ -173,3 +188,56 @@ def test_a_rolling_update_under_session_load_fails_no_request(fleet):
         _, cmd = node_exec(index, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank0")
         argv = json.loads(cmd)
         assert argv[argv.index("--max-num-seqs") + 1] == "6", argv
+
+
+def seconds_until(condition, timeout_s):
+    started = time.monotonic()
+    for _ in range(int(timeout_s * 2)):
+        with contextlib.suppress(AssertionError, OSError, ValueError):
+            if condition():
+                return round(time.monotonic() - started, 1)
+        time.sleep(0.5)
+    return None
+
+
+def test_a_frozen_replica_leaves_the_router_in_seconds_and_returns_after_its_restart(fleet):
+    """Replica a's engine core frozen under session load (its /health stays 200, so the router's own check never
+    notices): its watchdog takes it out of the router before stopping it, restarts it, and puts it back. Only the
+    requests in flight on it fail; the sessions on b keep their replica and its cache."""
+    stop, pid = sf.fresh_watchdog(), None
+    try:
+        with SessionLoad(ROUTER, fleet["key"], CA, sessions=6) as load:
+            time.sleep(10)  # every session has turns behind it, on its replica's cache
+            pid = sf.engine_core_pid()
+            node_exec(0, f"kill -STOP {pid}")
+            frozen = time.monotonic()
+            removed_s = seconds_until(lambda: REPLICAS["a"] not in members(), 60)
+            sf.wait_for_the_watchdog(True, 600)
+            back_s = seconds_until(lambda: REPLICAS["a"] in members(), 60)
+            back_s = back_s and round(time.monotonic() - frozen, 1)
+            time.sleep(5)
+    finally:
+        node_exec(0, stop)
+        node_exec(0, f"kill -CONT {pid} 2>/dev/null; true" if pid else "true")
+    events = sf.watchdog_events()
+    trip = next(e for e in events if e["event"] == "service unhealthy")
+    ready = next((e for e in events if e["event"] == "auto-restart ready"), {})
+    out_at = frozen + (removed_s or 0)
+    failed = [s for s in load.sent if s.error]
+    after = {}
+    for sent in load.sent:  # each session's first answered turn once a was out: a cache miss means it moved
+        if sent.started > out_at and not sent.error:
+            after.setdefault(sent.session, sent.cached_tokens)
+    moved = sorted(session for session, cached in after.items() if cached == 0)
+    print(
+        f"\n[failover] out of the router {removed_s} s after the freeze, back {back_s} s after it; "
+        f"{len(load.sent)} requests, {len(failed)} failed (in flight on a); sessions moved {len(moved)}/{len(after)} "
+        f"({moved}); events {[e['event'] for e in events]}"
+    )
+    assert trip.get("router_remove") == "done" and ready.get("router_add") == "done", events
+    assert removed_s is not None and removed_s <= 15, removed_s
+    assert back_s is not None, "replica a was not put back after its restart"
+    assert all(s.started < out_at for s in failed), failed
+    assert len({s.session for s in failed}) == len(failed), failed  # at most the one request each had in flight
+    assert len(after) == 6 and 0 < len(moved) < 6, after
+    assert not {s.session for s in failed} - set(moved), (failed, moved)  # only a's sessions lost a request

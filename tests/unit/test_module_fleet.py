@@ -144,6 +144,8 @@ class FakeRouter:
         parsed = urlparse(request.path)
         url = parse_qs(parsed.query).get("url", [""])[0]
         self.calls.append((parsed.path, url))
+        if parsed.path == "/add_worker" and url in self.urls:
+            return 400, {}, [f"Worker {url} already exists".encode()]
         if parsed.path == "/add_worker":
             self.urls.append(url)
         elif parsed.path == "/remove_worker":
@@ -244,4 +246,25 @@ def test_status_reports_the_routers_view_beside_every_replica_and_fails_naming_t
     assert (second["in_rotation"], second["ok"]) == (False, False) and "Gate the deployment" in second["summary"]
     assert router.calls == [("/health", ""), ("/list_workers", ""), ("/get_loads", "")]
     for server in (a, b, router.server):
+        server.close()
+
+
+def test_a_replica_its_watchdog_already_put_back_counts_as_back_in_rotation(tmp_path, stand_in_playbook):
+    """The router answers 400 'already exists' when someone added the replica meanwhile: in rotation, as wanted."""
+    a = fake_replica(0)
+    router = FakeRouter([])
+    (tmp_path / "inv-a").mkdir()
+    replicas = [{"name": "a", "inventory": "inv-a", "url": a.url}]
+    args = dict(replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
+                log_dir=str(tmp_path / "logs"))  # fmt: skip
+
+    def deploy_and_get_added(*_args, **_kwargs):
+        router.urls.append(a.url)  # the replica's watchdog adds it back during its run
+        return str(stand_in_playbook)
+
+    with mock.patch.object(vllm_fleet, "ansible_playbook", side_effect=deploy_and_get_added):
+        result = run_module(vllm_fleet, args)
+    assert not result["failed"] and result["replicas"][0]["back_in_rotation"], result
+    assert router.calls[-2:] == [("/add_worker", a.url), ("/list_workers", "")] and router.urls == [a.url]
+    for server in (a, router.server):
         server.close()

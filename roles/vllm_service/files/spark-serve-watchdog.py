@@ -233,6 +233,9 @@ def tell_router(config, action):
         context = ssl.create_default_context(cafile=router["ca_file"])
         with urllib.request.urlopen(request, timeout=5, context=context):
             return "done"
+    except urllib.error.HTTPError as error:
+        already = action == "add_worker" and "already exists" in error.read().decode("utf-8", "replace")
+        return "done" if already else f"failed: HTTP {error.code}"
     except (OSError, ssl.SSLError) as error:
         return f"failed: {getattr(error, 'reason', error)}"
 
