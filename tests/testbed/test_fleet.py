@@ -96,7 +96,7 @@ def test_the_router_serves_both_replicas_behind_the_key_and_its_admin_api_answer
     assert statuses == {"no key": 401, "wrong key": 401, "key": 200}, statuses
     # Another host on the LAN (the test bed's services host) reaches the door but not the admin API; the replicas'
     # heads (their watchdogs) and the controller (above) do.
-    curl = f"curl -s -o /dev/null -w '%{{http_code}}' --cacert /tmp/fleet-ca.pem"
+    curl = "curl -s -o /dev/null -w '%{http_code}' --cacert /tmp/fleet-ca.pem"
     statuses = {}
     for where, container in (
         ("lan", f"spark-serve-tb{INSTANCE}-services"),
