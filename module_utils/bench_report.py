@@ -60,8 +60,9 @@ def plan(input_words, max_tokens, nonce, repeats=1):
     """Requests in sending order: per length a warm-up, then `repeats` times cold, hot-1, hot-2 (each repeat's
     prompt starts with its own nonce, so its cold request is cold again).
 
-    Each: name, kind (warmup, cold, hot), input_words, repeat (1-based), messages, max_tokens, ignore_eos. `nonce`
-    must be new for every run.
+    Each: name, kind (warmup, cold, hot), input_words, repeat (1-based), messages, max_tokens, ignore_eos and the
+    run's `user` (a session-affine router, e.g. a fleet's, then sends the whole run to one replica and its cache).
+    `nonce` must be new for every run.
     """
     requests = []
     for words in input_words:
@@ -73,7 +74,7 @@ def plan(input_words, max_tokens, nonce, repeats=1):
                 dict(_chat(name + tag, kind, words, long_prompt, max_tokens), repeat=repeat)
                 for name, kind in (("cold", "cold"), ("hot-1", "hot"), ("hot-2", "hot"))
             ]
-    return requests
+    return [dict(request, user=f"spark-serve-bench-{nonce}") for request in requests]
 
 
 def _present(values):

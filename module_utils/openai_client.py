@@ -14,8 +14,9 @@ import urllib.request
 from ansible.module_utils.acceptance import parse_metrics
 
 # Planned-request keys copied into the request body when present. `ignore_eos` is vLLM's sampling extension:
-# the benchmark uses it so every request decodes exactly max_tokens tokens.
-OPTIONAL_BODY_KEYS = ("tools", "tool_choice", "ignore_eos")
+# the benchmark uses it so every request decodes exactly max_tokens tokens; `user` (OpenAI's) is what a
+# session-affine router keys on when no X-Session-ID header comes.
+OPTIONAL_BODY_KEYS = ("tools", "tool_choice", "ignore_eos", "user")
 
 
 class ServerUnreachable(RuntimeError):

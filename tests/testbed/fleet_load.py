@@ -11,10 +11,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import namedtuple
 from dataclasses import dataclass
 
 MODEL = "tiny-llama"
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+
+
+Answer = namedtuple("Answer", "ttft_s cached_tokens prompt_tokens")
 
 
 @dataclass
@@ -33,13 +37,14 @@ def question(session, turn, words=48):
 
 
 def stream_chat(url, key, ca_file, session, messages, max_tokens=4, timeout_s=120):
-    """(ttft_s, cached_tokens) of one streamed chat through `url`; raises on any failure."""
+    """The Answer (time to first token, cached and prompt tokens) of one streamed chat through `url`; raises on any
+    failure."""
     body = {"model": MODEL, "messages": messages, "max_tokens": max_tokens, "stream": True}
     body["stream_options"] = {"include_usage": True}
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}", "X-Session-ID": session}
     request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(), headers=headers)
     context = ssl.create_default_context(cafile=ca_file)
-    started, ttft, cached, done = time.monotonic(), None, 0, False
+    started, ttft, usage, done = time.monotonic(), None, {}, False
     with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
         for raw in response:
             line = raw.decode().strip()
@@ -51,11 +56,11 @@ def stream_chat(url, key, ca_file, session, messages, max_tokens=4, timeout_s=12
             chunk = json.loads(line[6:])
             if ttft is None and any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
                 ttft = time.monotonic() - started
-            usage = chunk.get("usage") or {}
-            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or cached
+            usage = chunk.get("usage") or usage
     if not done:
         raise RuntimeError("the stream ended without [DONE]")
-    return ttft, cached
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return Answer(ttft, cached, usage.get("prompt_tokens", 0))
 
 
 class SessionLoad:
@@ -90,7 +95,7 @@ class SessionLoad:
             messages.append({"role": "user", "content": question(name, turn)})
             started, error, ttft, cached = time.monotonic(), "", None, 0
             try:
-                ttft, cached = stream_chat(self.url, self.key, self.ca_file, name, messages)
+                ttft, cached, _ = stream_chat(self.url, self.key, self.ca_file, name, messages)
             except (urllib.error.URLError, OSError, ValueError, RuntimeError) as err:
                 error = str(getattr(err, "reason", None) or err)[:300]
             self.sent.append(Sent(name, turn, started, ttft, cached, error))

@@ -43,10 +43,12 @@ def router_wheelhouse():
     return WHEELHOUSE
 
 
+# The router names its process vllm::router (setproctitle), whatever its argv was.
+ROUTER_PROCESS = "vllm::router"
 # One loop a second, bounded (6 h): (re)start when the unit appears, changes, or its process died. A router left by
 # an earlier stand-in (a test run cut short) is stopped first: one owns the port.
 SUPERVISOR = f"""
-pkill -f '[v]llm-router --host'
+pkill -x '{ROUTER_PROCESS}'
 unit={UNIT}; pid=""; stamp=""
 for i in $(seq 21600); do
   if [ -f $unit ]; then
@@ -74,4 +76,4 @@ def router_service_standin():
         f"cat > {script} <<'EOF'\n{SUPERVISOR}\nEOF\nnohup sh {script} >/dev/null 2>&1 </dev/null & echo $!",
     )
     assert rc == 0, out
-    return f"kill {out.strip()}; pkill -f '[v]llm-router --host'; true"
+    return f"kill {out.strip()}; pkill -x '{ROUTER_PROCESS}'; true"

@@ -105,7 +105,7 @@ def test_the_router_serves_both_replicas_behind_the_key_and_its_admin_api_answer
         run(["docker", "exec", "-i", container, "sh", "-c", "cat > /tmp/fleet-ca.pem"], input=CA.read_text())
         for path in ("list_workers", f"remove_worker?url={REPLICAS['b']}"):
             method = "-X POST " if path.startswith("remove") else ""
-            rc, status = run(["docker", "exec", container, "sh", "-c", f"{curl} {method}'{ROUTER}/{path}'"])
+            _, status = run(["docker", "exec", container, "sh", "-c", f"{curl} {method}'{ROUTER}/{path}'"])
             statuses[(where, path.split("?")[0])] = status
     assert statuses == {
         ("lan", "list_workers"): "403",
@@ -115,8 +115,12 @@ def test_the_router_serves_both_replicas_behind_the_key_and_its_admin_api_answer
     }, statuses
     run(["curl", "-s", "-X", "POST", "--cacert", str(CA), f"{ROUTER}/add_worker?url={REPLICAS['b']}"], timeout=60)
     assert members() == sorted(REPLICAS.values())
-    rc, argv = node_exec(fleet_standins.ROUTER_NODE, "cat /proc/$(pgrep -o -f '[v]llm-router --host')/cmdline")
-    assert rc == 0 and fleet["key"] not in argv and "--host\x00127.0.0.1" in argv, argv
+    # The router's argv (its unit; the process renames itself) holds no key, and it listens on loopback only.
+    _, unit = node_exec(fleet_standins.ROUTER_NODE, f"cat {fleet_standins.UNIT}")
+    assert fleet["key"] not in unit and "--host 127.0.0.1 --port 30000" in unit, unit
+    _, listening = node_exec(fleet_standins.ROUTER_NODE, "ss -Htlnp")
+    bound = [line.split()[3] for line in listening.splitlines() if fleet_standins.ROUTER_PROCESS in line]
+    assert sorted(bound) == ["127.0.0.1:29000", "127.0.0.1:30000"], listening
 
 
 def test_fleet_status_shows_the_routers_view_beside_each_replicas_ranks(fleet):
@@ -129,6 +133,14 @@ def test_fleet_status_shows_the_routers_view_beside_each_replicas_ranks(fleet):
     assert view.count("all 1 rank(s) alive; head /health 200") == 2, view
 
 
+def test_the_benchmark_measures_the_fleet_through_its_router(fleet):
+    words = json.dumps({"spark_serve_bench_input_words": [200, 400], "spark_serve_bench_max_tokens": 8})
+    rc, out = playbook("playbooks/benchmark.yml", FLEET, "-e", words)
+    assert rc == 0, out[-4000:]
+    result = json.loads(sorted((FLEET_DIR / "controller" / "bench").glob("bench-*.json"))[-1].read_text())
+    assert result["url"] == ROUTER and [row["input_words"] for row in result["rows"]] == [200, 400], result
+
+
 def test_each_session_stays_on_one_replica_and_hits_its_prefix_cache(fleet):
     """consistent_hash on X-Session-ID: a session's second turn finds its first turn in that replica's cache."""
     hits = {}
@@ -136,14 +148,14 @@ def test_each_session_stays_on_one_replica_and_hits_its_prefix_cache(fleet):
         messages = [{"role": "user", "content": " ".join(f"word{session}{i}" for i in range(64))}]
         stream_chat(ROUTER, fleet["key"], CA, session, messages)
         messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "and then?"}]
-        hits[session] = stream_chat(ROUTER, fleet["key"], CA, session, messages)[1]
+        hits[session] = stream_chat(ROUTER, fleet["key"], CA, session, messages).cached_tokens
     print(f"\n[affinity] cached prompt tokens of each session's second turn: {hits}")
     assert all(cached >= 16 for cached in hits.values()), hits
 
 
 def test_a_restarted_router_takes_its_members_back(fleet):
     started = time.monotonic()
-    node_exec(fleet_standins.ROUTER_NODE, "pkill -f '[v]llm-router --host'; true")
+    node_exec(fleet_standins.ROUTER_NODE, f"pkill -x '{fleet_standins.ROUTER_PROCESS}'; true")
     back = None
     for _ in range(60):
         time.sleep(1)

@@ -1,6 +1,6 @@
 """The test bed: up to four Docker-in-Docker nodes with sshd, a registry and a services host, on one machine.
 
-    python tests/testbed/testbed.py up [--nodes 2]   # 1, 2 or 4 nodes; start dockerd if needed, build images (cached)
+    python tests/testbed/testbed.py up [--nodes 2]   # 1-4 nodes; start dockerd if needed, build images (cached)
     python tests/testbed/testbed.py down             # remove containers and network (volumes kept: --purge)
     python tests/testbed/testbed.py status
 

@@ -304,3 +304,9 @@ def test_newest_run_of_picks_the_newest_run_measured_on_that_deployment():
     assert newest_run_of(runs, "A")["path"] == "a2"
     assert newest_run_of(runs, "B")["path"] == "b"
     assert newest_run_of(runs, "C") is None
+
+
+def test_every_request_of_a_run_carries_the_runs_user_for_a_session_affine_router():
+    planned = plan([100, 200], 8, "n0nce", repeats=2)
+    assert {request["user"] for request in planned} == {"spark-serve-bench-n0nce"}
+    assert plan([100], 8, "other")[0]["user"] != planned[0]["user"]
