@@ -4,6 +4,7 @@
 import contextlib
 import json
 import os
+import re
 import ssl
 import sys
 import time
@@ -173,7 +174,7 @@ def test_a_rolling_update_under_session_load_fails_no_request(fleet):
     """Both replicas restart with a changed profile (the deploy stage: `--tags deploy` reaches every replica's
     run), one at a time; the sessions never see a failure."""
     before_ids = {index: replica_identity(index) for index in (0, 1)}
-    # A changed argv restarts each replica; auto_restart arms each watchdog's restart for the failover test below.
+    # A changed argv restarts each replica (auto_restart as the fleet inventory has it: -e replaces the whole var).
     changed = {"auto_restart": True, "engine": {"max_num_seqs": 6}}
     overrides = {"spark_fleet_replica_vars": {"spark_serve_profile_overrides": changed}}
     # Three agents each sending a turn every half second or so: on 2 shared cores a heavier load would slow the
@@ -215,21 +216,41 @@ def seconds_until(condition, timeout_s):
     return None
 
 
+def routing_lines():
+    """How many routing decisions the router has logged so far (the stand-in keeps its log)."""
+    _, out = node_exec(fleet_standins.ROUTER_NODE, f"grep -c 'x-session-id' {fleet_standins.STANDIN_LOG}")
+    return int(out.strip() or 0)
+
+
+def routed(first, last):
+    """{session: [replica URL, ...]} of the router's logged decisions first..last (consistent hash logs each)."""
+    _, out = node_exec(fleet_standins.ROUTER_NODE, f"grep 'x-session-id' {fleet_standins.STANDIN_LOG}")
+    decisions = {}
+    for line in out.splitlines()[first:last]:
+        found = re.search(r"x-session-id:(\S+?)' -> worker='([^']+)'", line)
+        if found:
+            decisions.setdefault(found.group(1), []).append(found.group(2))
+    return decisions
+
+
 def test_a_frozen_replica_leaves_the_router_in_seconds_and_returns_after_its_restart(fleet):
     """Replica a's engine core frozen under session load (its /health stays 200, so the router's own check never
     notices): its watchdog takes it out of the router before stopping it, restarts it, and puts it back. Only the
-    requests in flight on it fail; the sessions on b keep their replica and its cache."""
+    requests in flight on it fail; only its sessions move (the router's own log of each decision tells)."""
     stop, pid = sf.fresh_watchdog(), None
     try:
         with SessionLoad(ROUTER, fleet["key"], CA, sessions=6) as load:
             time.sleep(10)  # every session has turns behind it, on its replica's cache
             pid = sf.engine_core_pid()
+            before = routing_lines()
             node_exec(0, f"kill -STOP {pid}")
             frozen = time.monotonic()
             removed_s = seconds_until(lambda: REPLICAS["a"] not in members(), 60)
+            removed = routing_lines()
             sf.wait_for_the_watchdog(True, 600)
+            during = routing_lines()
             back_s = seconds_until(lambda: REPLICAS["a"] in members(), 60)
-            back_s = back_s and round(time.monotonic() - frozen, 1)
+            back_s = None if back_s is None else round(time.monotonic() - frozen, 1)
             time.sleep(5)
     finally:
         node_exec(0, stop)
@@ -239,20 +260,23 @@ def test_a_frozen_replica_leaves_the_router_in_seconds_and_returns_after_its_res
     ready = next((e for e in events if e["event"] == "auto-restart ready"), {})
     out_at = frozen + (removed_s or 0)
     failed = [s for s in load.sent if s.error]
-    after = {}
-    for sent in load.sent:  # each session's first answered turn once a was out: a cache miss means it moved
-        if sent.started > out_at and not sent.error:
-            after.setdefault(sent.session, sent.cached_tokens)
-    moved = sorted(session for session, cached in after.items() if cached == 0)
+    home = {session: workers[-1] for session, workers in routed(0, before).items()}
+    outage = routed(removed, during)
+    on_a = sorted(session for session, replica in home.items() if replica == REPLICAS["a"])
+    moved = sorted(session for session in on_a if set(outage.get(session, [])) == {REPLICAS["b"]})
+    kept = sorted(s for s in home if s not in on_a and set(outage.get(s, [])) == {REPLICAS["b"]})
     print(
         f"\n[failover] out of the router {removed_s} s after the freeze, back {back_s} s after it; "
-        f"{len(load.sent)} requests, {len(failed)} failed (in flight on a); sessions moved {len(moved)}/{len(after)} "
-        f"({moved}); events {[e['event'] for e in events]}"
+        f"{len(load.sent)} requests, {len(failed)} failed; sessions on a {on_a}, moved to b {len(moved)}/{len(home)}, "
+        f"kept on b {kept}; events {[e['event'] for e in events]}"
     )
     assert trip.get("router_remove") == "done" and ready.get("router_add") == "done", events
     assert removed_s is not None and removed_s <= 15, removed_s
     assert back_s is not None, "replica a was not put back after its restart"
+    assert len(home) == 6 and 0 < len(on_a) < 6, home
+    assert moved == on_a and len(kept) == 6 - len(on_a), (home, outage)
+    # The only failures: the one request each of a's sessions had in flight when it froze.
     assert all(s.started < out_at for s in failed), failed
-    assert len({s.session for s in failed}) == len(failed), failed  # at most the one request each had in flight
-    assert len(after) == 6 and 0 < len(moved) < 6, after
-    assert not {s.session for s in failed} - set(moved), (failed, moved)  # only a's sessions lost a request
+    assert sorted(s.session for s in failed) == sorted({s.session for s in failed}) and {
+        s.session for s in failed
+    } <= set(on_a), (failed, on_a)
