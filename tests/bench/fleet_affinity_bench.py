@@ -16,6 +16,7 @@ import argparse
 import random
 import sys
 import time
+import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -54,8 +55,11 @@ def conversation(url, key, name, turns):
     """[(cached, prompt)] tokens of each turn of one conversation."""
     messages, sent = [], []
     for turn in range(turns):
-        messages.append({"role": "user", "content": question(name, turn)})
-        answer = stream_chat(url, key, str(CA), name, messages)
+        messages.append({"role": "user", "content": question(name, turn, words=24)})
+        try:
+            answer = stream_chat(url, key, str(CA), name, messages)
+        except urllib.error.HTTPError as err:
+            raise SystemExit(f"{url}, session {name}, turn {turn}: HTTP {err.code} {err.read()[:300]!r}") from err
         sent.append((answer.cached_tokens, answer.prompt_tokens))
         messages.append({"role": "assistant", "content": "ok"})
     return sent
@@ -90,16 +94,16 @@ def simulated(runs, sessions, turns):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=8)
-    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--turns", type=int, default=6)  # about 200 tokens a turn: six fit 2048
     args = parser.parse_args()
     key = KEY.read_text().strip()
     round_robin, pid = start_round_robin_router()
-    stamp = int(time.time())
+    stamp = int(time.time()) % 1000  # new sessions each run (short names: fewer tokens a turn)
     try:
         runs = {
-            "router, consistent hash": conversations(ROUTER, key, f"hash{stamp}-", args.sessions, args.turns),
-            "straight to one replica": conversations(DIRECT, key, f"direct{stamp}-", args.sessions, args.turns),
-            "router, round robin": conversations(round_robin, key, f"rr{stamp}-", args.sessions, args.turns),
+            "router, consistent hash": conversations(ROUTER, key, f"h{stamp}-", args.sessions, args.turns),
+            "straight to one replica": conversations(DIRECT, key, f"d{stamp}-", args.sessions, args.turns),
+            "router, round robin": conversations(round_robin, key, f"r{stamp}-", args.sessions, args.turns),
         }
     finally:
         node_exec(ROUTER_NODE, f"kill {pid}; true")
