@@ -178,16 +178,23 @@ def stand_in_playbook(tmp_path):
     return script
 
 
+def run_fleet(tmp_path, playbook, replicas, router, **args):
+    """vllm_fleet over `replicas` ({name: (inventory folder, fake door)}) through `router`, with `playbook` standing
+    in for ansible-playbook."""
+    for inventory, _ in replicas.values():
+        (tmp_path / inventory).mkdir(exist_ok=True)
+    listed = [{"name": name, "inventory": inventory, "url": door.url} for name, (inventory, door) in replicas.items()]
+    params = dict(replicas=listed, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
+                  log_dir=str(tmp_path / "logs"), **args)  # fmt: skip
+    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(playbook)):
+        return run_module(vllm_fleet, params)
+
+
 def test_the_module_rolls_out_through_a_router_and_keeps_each_run_log(tmp_path, stand_in_playbook):
     a, b = fake_replica(0), fake_replica(0)
     router = FakeRouter([a.url, b.url])
-    for name in ("inv-a", "inv-b"):
-        (tmp_path / name).mkdir()
-    replicas = [{"name": "a", "inventory": "inv-a", "url": a.url}, {"name": "b", "inventory": "inv-b", "url": b.url}]
-    args = dict(replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
-                log_dir=str(tmp_path / "logs"), tags=["deploy"], replica_extra_vars={"x": 1})  # fmt: skip
-    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
-        result = run_module(vllm_fleet, args)
+    replicas = {"a": ("inv-a", a), "b": ("inv-b", b)}
+    result = run_fleet(tmp_path, stand_in_playbook, replicas, router, tags=["deploy"], replica_extra_vars={"x": 1})
     assert not result["failed"], result
     assert [path for path, _ in router.calls if path != "/list_workers"] == ["/remove_worker", "/add_worker"] * 2
     assert result["members"] == [a.url, b.url] and [r["name"] for r in result["replicas"]] == ["a", "b"]
@@ -200,13 +207,7 @@ def test_the_module_rolls_out_through_a_router_and_keeps_each_run_log(tmp_path, 
 def test_the_module_stops_at_a_failed_replica_naming_its_failed_task(tmp_path, stand_in_playbook):
     a, b = fake_replica(0), fake_replica(0)
     router = FakeRouter([a.url, b.url])
-    for name in ("inv-fail", "inv-b"):
-        (tmp_path / name).mkdir()
-    replicas = [{"name": "a", "inventory": "inv-fail", "url": a.url}, {"name": "b", "inventory": "inv-b", "url": b.url}]
-    args = dict(replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
-                log_dir=str(tmp_path / "logs"))  # fmt: skip
-    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
-        result = run_module(vllm_fleet, args)
+    result = run_fleet(tmp_path, stand_in_playbook, {"a": ("inv-fail", a), "b": ("inv-b", b)}, router)
     log = tmp_path / "logs" / "a.log"
     assert result["failed"] and result["msg"] == (
         f"replica a: its site.yml failed at 'vllm_release : Gate the deployment': hot TTFT 3 s > 1 s (log {log}) "
@@ -231,13 +232,7 @@ def test_the_module_refuses_a_bad_replica_list_before_running_anything(tmp_path,
 def test_status_reports_the_routers_view_beside_every_replica_and_fails_naming_the_unwell(tmp_path, stand_in_playbook):
     a, b = fake_replica(2), fake_replica(0)
     router = FakeRouter([a.url])
-    for name in ("inv-a", "inv-fail"):
-        (tmp_path / name).mkdir()
-    replicas = [{"name": "a", "inventory": "inv-a", "url": a.url}, {"name": "b", "inventory": "inv-fail", "url": b.url}]
-    args = dict(mode="status", replicas=replicas, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
-                log_dir=str(tmp_path / "logs"))  # fmt: skip
-    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
-        result = run_module(vllm_fleet, args)
+    result = run_fleet(tmp_path, stand_in_playbook, {"a": ("inv-a", a), "b": ("inv-fail", b)}, router, mode="status")
     assert result["failed"] and result["msg"] == "not well or out of rotation: b"
     assert result["router"] == {"health": 200, "members": [a.url], "loads": {a.url: 1}}
     first, second = result["status"]
