@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+import certifi
 import pytest
 
 from tests.conftest import ROOT
@@ -437,3 +438,28 @@ def test_the_restart_path_is_tried_on_every_worker_with_strict_host_keys(tmp_pat
     assert watchdog.main(["watchdog", str(path), "--peers"]) == 1
     assert "node-1 (10.0.0.2): unreachable: Host key verification failed." in capsys.readouterr().out
     assert watchdog.main(["watchdog", str(path), "--bogus"]) == 2
+
+
+def test_in_a_fleet_the_watchdog_takes_its_replica_out_of_the_router_and_back():
+    """remove_worker / add_worker with the replica's URL; an add the router already has counts as done; a router
+    that does not answer is said, never raised; without a router nothing is sent."""
+    calls, routed = [], set()
+
+    def answer(request):
+        action, url = request.path.split("?url=")
+        calls.append((request.method, action))
+        url = watchdog.urllib.parse.unquote(url)
+        if action == "/add_worker" and url in routed:
+            return 400, {}, [f"Worker {url} already exists".encode()]
+        (routed.add if action == "/add_worker" else routed.discard)(url)
+        return 200, {}, [b"ok"]
+
+    router = LoopbackServer(answer)  # plain HTTP here: the CA file is loaded, never used
+    config = {"router": {"url": router.url, "member": "https://10.0.0.1:8443", "ca_file": certifi.where()}}
+    assert watchdog.tell_router(config, "add_worker") == "done" and routed == {"https://10.0.0.1:8443"}
+    assert watchdog.tell_router(config, "add_worker") == "done"  # already there
+    assert watchdog.tell_router(config, "remove_worker") == "done" and routed == set()
+    assert calls == [("POST", "/add_worker"), ("POST", "/add_worker"), ("POST", "/remove_worker")]
+    router.close()
+    assert watchdog.tell_router(config, "remove_worker").startswith("failed: ")
+    assert watchdog.tell_router({"router": {}}, "remove_worker") is None
