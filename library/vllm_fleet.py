@@ -13,7 +13,8 @@ description:
   - I(mode=rollout) takes the replicas in order. A replica the router routes to is removed from it, and the module
     waits (at most I(drain_timeout_s)) until the replica's door reports no running or waiting request
     (C(vllm:num_requests_running), C(vllm:num_requests_waiting) in its /metrics). Then the replica's own
-    C(site.yml) runs (staged start, gate, record; a rejected deploy rolls that replica back). A replica whose door
+    C(site.yml) runs (staged start, gate, record; a rejected deploy rolls that replica back), told its URL at the
+    router (C(vllm_service_router_member), for its watchdog). A replica whose door
     answers /health afterwards is added back to the router, on its new deployment or on the previous one.
   - The first replica that fails stops the rollout; the module fails naming it, why, whether it serves again, and
     the replicas it did not touch. The others keep serving throughout.
@@ -283,7 +284,10 @@ def rollout(module, extra):
     tags = ["--tags", ",".join(module.params["tags"])] if module.params["tags"] else []
 
     def deploy(replica):
-        ok, reason, _ = run_site(module, replica, [*tags, *extra], replica["name"], module.params["deploy_timeout_s"])
+        # The replica's URL as the router knows it: what its watchdog removes and adds back.
+        member = ["-e", json.dumps({"vllm_service_router_member": replica["url"]})]
+        timeout_s = module.params["deploy_timeout_s"]
+        ok, reason, _ = run_site(module, replica, [*tags, *extra, *member], replica["name"], timeout_s)
         return ok, reason
 
     ops = FleetOps(

@@ -2,10 +2,10 @@
 during the tiers that never touch it (unit, playbook, engine): its node images, its engine image in its registries,
 two isolated test beds (instances 0 and 1) started. The test-bed tier then runs as two shards at once, one per test
 bed: the service modules (the pair's liveness, lock, key and fault tests, the single node, diagnose and engine
-paths) on instance 0, every other test-bed module (the fleet's among them) on instance 1, so one shard's waits (watchdog windows, detection bounds, engine
-loads) overlap the other's work. When the build failed, it says so here and the test-bed fixtures build again and
-fail loudly. Every tier's JUnit report (each test's duration) is kept in .testbed/logs/tier-<name>.xml, a shard's
-output in .testbed/logs/tier-<name>.log.
+paths) on instance 0, every other test-bed module (the fleet's among them) on instance 1, so one shard's waits
+(watchdog windows, detection bounds, engine loads) overlap the other's work. When the build failed, it says so here
+and the test-bed fixtures build again and fail loudly. Every tier's JUnit report (each test's duration) is kept in
+.testbed/logs/tier-<name>.xml, a shard's output in .testbed/logs/tier-<name>.log.
 
     python tests/tiers.py            # from the project root, with .venv's python (the Makefile's way)
     python tests/tiers.py testbed    # the named tiers only (unit, playbook, engine, testbed)

@@ -200,6 +200,7 @@ def test_the_module_rolls_out_through_a_router_and_keeps_each_run_log(tmp_path, 
     assert result["members"] == [a.url, b.url] and [r["name"] for r in result["replicas"]] == ["a", "b"]
     argv = json.loads((tmp_path / "logs" / "a.log").read_text().split("argv ", 1)[1].splitlines()[0])
     assert argv[:5] == ["site.yml", "-i", "inv-a", "--tags", "deploy"] and argv[5] == "-e", argv
+    assert argv[-2:] == ["-e", json.dumps({"vllm_service_router_member": a.url})], argv
     for server in (a, b, router.server):
         server.close()
 
