@@ -201,9 +201,9 @@ class Http:
         self.context = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self.router = (module.params["router_url"] or "").rstrip("/")
 
-    def call(self, method, url):
+    def call(self, method, url, timeout_s=HTTP_TIMEOUT_S):
         request = urllib.request.Request(url, method=method)
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S, context=self.context) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=self.context) as response:
             return response.status, response.read().decode("utf-8", "replace")
 
     def members(self):
@@ -211,7 +211,9 @@ class Http:
 
     def admin(self, action, url):
         try:
-            self.call("POST", f"{self.router}/{action}?url={urllib.parse.quote(url, safe='')}")
+            # An add waits while the router checks the replica's /health (at most its 30 s worker startup timeout).
+            timeout_s = 40 if action == "add_worker" else HTTP_TIMEOUT_S
+            self.call("POST", f"{self.router}/{action}?url={urllib.parse.quote(url, safe='')}", timeout_s)
         except urllib.error.HTTPError as err:
             # Added meanwhile (its watchdog after a restart, or the router's own start): in rotation, as wanted.
             if not (action == "add_worker" and "already exists" in err.read().decode("utf-8", "replace")):

@@ -231,7 +231,8 @@ def tell_router(config, action):
     request = urllib.request.Request(f"{router['url']}/{action}?url={member}", method="POST")
     try:
         context = ssl.create_default_context(cafile=router["ca_file"])
-        with urllib.request.urlopen(request, timeout=5, context=context):
+        # An add waits while the router checks the replica's /health (at most its 30 s worker startup timeout).
+        with urllib.request.urlopen(request, timeout=40 if action == "add_worker" else 5, context=context):
             return "done"
     except urllib.error.HTTPError as error:
         already = action == "add_worker" and "already exists" in error.read().decode("utf-8", "replace")
