@@ -21,7 +21,10 @@ description:
   - I(mode=status) reports the router's view (its /health, the replicas it routes to, their loads) beside each
     replica's door (/health, requests in flight) and its own C(playbooks/status.yml) (every rank alive, no drift);
     read-only. It fails when the router or any replica is not well, after reporting all of them.
-  - Each replica run's output is kept in I(log_dir)/<replica>.log.
+  - In check mode, I(mode=rollout) changes nothing; it runs each replica's C(site.yml --check --diff) (the same tags
+    and variables) and returns how many tasks each would change, its log holding the diff; the router is not
+    called. I(mode=validate) and I(mode=status) are read-only anyway.
+  - Each replica run's output is kept in I(log_dir)/<replica>.log (C(<replica>-check.log) in check mode).
   - A replica list with problems (no name, no inventory folder, a URL that is not https, a repeated name) is
     refused listing every problem, before any replica runs.
 options:
@@ -113,6 +116,15 @@ status:
   sample:
     - {name: a, url: "https://spark-a.local:8443", in_rotation: true, health: 200, in_flight: 0, ok: true,
        summary: "all 2 rank(s) alive; head /health 200"}
+preview:
+  description: In check mode with mode=rollout, each replica's C(site.yml --check --diff) - how many tasks it would
+    change (from its play recap), whether the check ran through and if not why, and its log (the diff).
+  returned: mode=rollout and check mode
+  type: list
+  elements: dict
+  sample:
+    - {name: a, url: "https://spark-a.local:8443", would_change: 3, ok: true, problem: "",
+       log: .spark-serve/fleet/a-check.log}
 refused:
   description: In mode=validate, each refused replica with the end of its validate output.
   returned: mode=validate
@@ -169,6 +181,12 @@ def run_site(module, replica, extra_args, log_name, timeout_s):
     if rc == 0:
         return True, "", log_path
     return False, f"{first_failure(log_path)} (log {log_path})", log_path
+
+
+def changed_tasks(log_path):
+    """The tasks a run changed (or, in check mode, would change), summed over its play recap's hosts."""
+    with open(log_path, encoding="utf-8", errors="replace") as log:
+        return sum(int(count) for count in re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", log.read(), re.M))
 
 
 def alive_summary(log_path):
@@ -281,15 +299,36 @@ def head_addresses(module):
     return heads
 
 
+def replica_args(module, replica, extra):
+    """A replica's run: the fleet's tags and variables, and its URL as the router knows it (what its watchdog
+    removes and adds back)."""
+    tags = ["--tags", ",".join(module.params["tags"])] if module.params["tags"] else []
+    return [*tags, *extra, "-e", json.dumps({"vllm_service_router_member": replica["url"]})]
+
+
+def preview(module, extra):
+    """Check mode: each replica's site.yml --check --diff, the router untouched; fails after all, naming each."""
+    rows = []
+    for replica in module.params["replicas"]:
+        args = ["--check", "--diff", *replica_args(module, replica, extra)]
+        timeout_s = module.params["deploy_timeout_s"]
+        ok, reason, log_path = run_site(module, replica, args, f"{replica['name']}-check", timeout_s)
+        would_change = changed_tasks(log_path)
+        rows.append(dict(name=replica["name"], url=replica["url"], would_change=would_change, ok=ok, problem=reason,
+                         log=log_path))  # fmt: skip
+    result = dict(changed=any(row["would_change"] for row in rows), preview=rows)
+    failed = [f"replica {row['name']}: {row['problem']}" for row in rows if not row["ok"]]
+    if failed:
+        module.fail_json(msg="check mode: " + "; ".join(failed), **result)
+    module.exit_json(**result)
+
+
 def rollout(module, extra):
     http = Http(module)
-    tags = ["--tags", ",".join(module.params["tags"])] if module.params["tags"] else []
 
     def deploy(replica):
-        # The replica's URL as the router knows it: what its watchdog removes and adds back.
-        member = ["-e", json.dumps({"vllm_service_router_member": replica["url"]})]
         timeout_s = module.params["deploy_timeout_s"]
-        ok, reason, _ = run_site(module, replica, [*tags, *extra, *member], replica["name"], timeout_s)
+        ok, reason, _ = run_site(module, replica, replica_args(module, replica, extra), replica["name"], timeout_s)
         return ok, reason
 
     ops = FleetOps(
@@ -363,6 +402,7 @@ def main():
             deploy_timeout_s=dict(type="float", default=3600),
         ),
         required_if=[("mode", "rollout", ("router_url", "ca_file")), ("mode", "status", ("router_url", "ca_file"))],
+        supports_check_mode=True,
     )
     problems = replica_problems(module.params["replicas"], module.params["project_dir"])
     if problems:
@@ -374,6 +414,8 @@ def main():
             validate(module, extra)
         if module.params["mode"] == "status":
             status(module)
+        if module.check_mode:
+            preview(module, extra)
         rollout(module, extra)
 
 

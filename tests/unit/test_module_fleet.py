@@ -169,6 +169,8 @@ def stand_in_playbook(tmp_path):
         f"#!{sys.executable}\nimport json, sys\nprint('argv', json.dumps(sys.argv[1:]))\n"
         "if 'status.yml' in sys.argv[1] and 'fail' not in sys.argv[3]:\n"
         '    print(\'    "msg": "all 1 rank(s) alive; head /health 200"\')\n'
+        "if '--check' in sys.argv:\n"
+        "    print('node-0 : ok=40   changed=' + ('2' if 'inv-a' in sys.argv else '0') + '    unreachable=0')\n"
         "if 'fail' in sys.argv[3]:\n"
         "    print('TASK [vllm_release : Gate the deployment] ***')\n"
         '    print(\'fatal: [localhost]: FAILED! => {"msg": "hot TTFT 3 s > 1 s"}\')\n'
@@ -263,4 +265,27 @@ def test_a_replica_its_watchdog_already_put_back_counts_as_back_in_rotation(tmp_
     assert not result["failed"] and result["replicas"][0]["back_in_rotation"], result
     assert router.calls[-2:] == [("/add_worker", a.url), ("/list_workers", "")] and router.urls == [a.url]
     for server in (a, router.server):
+        server.close()
+
+
+def test_check_mode_previews_every_replica_and_never_calls_the_router(tmp_path, stand_in_playbook):
+    a, b, c = fake_replica(0), fake_replica(0), fake_replica(0)
+    router = FakeRouter([a.url, b.url, c.url])
+    replicas = {"a": ("inv-a", a), "b": ("inv-b", b), "c": ("inv-fail", c)}
+    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
+        listed = [{"name": n, "inventory": i, "url": door.url} for n, (i, door) in replicas.items()]
+        for inventory, _ in replicas.values():
+            (tmp_path / inventory).mkdir()
+        params = dict(replicas=listed, router_url=router.server.url, ca_file="", project_dir=str(tmp_path),
+                      log_dir=str(tmp_path / "logs"), tags=["deploy"])  # fmt: skip
+        result = run_module(vllm_fleet, params, check_mode=True)
+    assert router.calls == [] and result["changed"], result
+    assert [(r["name"], r["would_change"], r["ok"]) for r in result["preview"]] == [
+        ("a", 2, True), ("b", 0, True), ("c", 0, False)
+    ]  # fmt: skip
+    assert result["failed"] and result["msg"].startswith("check mode: replica c: its site.yml failed at 'vllm_release")
+    argv = json.loads((tmp_path / "logs" / "b-check.log").read_text().split("argv ", 1)[1].splitlines()[0])
+    assert argv[:7] == ["site.yml", "-i", "inv-b", "--check", "--diff", "--tags", "deploy"], argv
+    assert argv[-2:] == ["-e", json.dumps({"vllm_service_router_member": b.url})], argv
+    for server in (a, b, c, router.server):
         server.close()
