@@ -32,17 +32,18 @@ lint: install
 unit: install
 	$(VENV)/bin/pytest -m "not engine and not playbook and not testbed"
 
-# Everything: install, lint, unit, playbook and real-engine tiers.
+# Everything: install, lint, then every tier (unit, playbook, real engine, test bed with the Molecule scenarios).
 test: install system engine lint
 	$(MAKE) tiers
 
 # The test tiers alone (unit, playbook, engine, testbed), for a tree already installed and linted: each timed, two
-# test beds built in the background meanwhile, the test-bed tier run as two shards at once (tests/tiers.py).
+# test beds built in the background meanwhile, the test-bed tier run as two shards at once, the Molecule scenarios at
+# the end of the second (tests/tiers.py).
 tiers:
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(PY) tests/tiers.py
 
-# Every Molecule scenario (converge, idempotence, verify) on the test bed: about 10 min, so not part of make test
-# (CI's time limit); site.yml on the test bed runs the same roles in the testbed tier.
+# Every Molecule scenario (converge, idempotence, verify) on the test bed, alone: about 10 min (make test runs them
+# too, at the end of its second test-bed shard).
 molecule: install system
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest -m molecule --durations=10
 

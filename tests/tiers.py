@@ -2,10 +2,10 @@
 during the tiers that never touch it (unit, playbook, engine): its node images, its engine image in its registries,
 two isolated test beds (instances 0 and 1) started. The test-bed tier then runs as two shards at once, one per test
 bed: the service modules (the pair's liveness, lock, key and fault tests, the single node, then the fleet) on
-instance 0, every other test-bed module on instance 1, so one shard's waits
+instance 0; every other test-bed module and then the Molecule scenarios on instance 1, so one shard's waits
 (watchdog windows, detection bounds, engine loads) overlap the other's work. When the build failed, it says so here
-and the test-bed fixtures build again and fail loudly. Every tier's JUnit report (each test's duration) is kept in
-.testbed/logs/tier-<name>.xml, a shard's output in .testbed/logs/tier-<name>.log.
+and the test-bed fixtures build again and fail loudly. Every tier's or step's JUnit report (each test's duration) is
+kept in .testbed/logs/tier-<name>.xml, a step's output in .testbed/logs/tier-<name>.log.
 
     python tests/tiers.py            # from the project root, with .venv's python (the Makefile's way)
     python tests/tiers.py testbed    # the named tiers only (unit, playbook, engine, testbed)
@@ -13,6 +13,7 @@ and the test-bed fixtures build again and fail loudly. Every tier's JUnit report
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,25 +21,34 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.runner import command_env
 
-# Exclusive markers: every test runs in exactly one tier (the Molecule scenarios in none: `make molecule`).
+# Exclusive markers: every test runs in exactly one tier; the test-bed tier's shards split its tests further.
 TIERS = [
     ("unit", "not engine and not playbook and not testbed and not molecule"),
     ("playbook", "playbook and not engine and not testbed and not molecule"),
     ("engine", "engine and not testbed and not molecule"),
-    ("testbed", "testbed and not molecule"),
+    ("testbed", "testbed or molecule"),
 ]
-# The test-bed tier's shards: (name, test-bed instance, pytest selection). The first names its modules, run in this
-# order; the second takes every other test-bed module, so a new module always runs. The fleet's module comes last in
-# the first shard (after 36 min): the other shard (34 min) has ended by then, so its session load and engine
-# restarts never share the cores with the pair's timing-bound watchdog tests (in one CI they did, and both failed).
+# The test-bed tier's shards, run at once, each on its own test bed: (name, instance, steps), a shard's steps one
+# after another, each (name, pytest marker, selection). The service shard names its modules, in this order; the
+# fleet's module comes last (after 36 min): the other shard's modules have ended by then, so its session load and
+# engine restarts never share the cores with the pair's timing-bound watchdog tests (in one CI they did, and both
+# failed). The other shard takes every other test-bed module (a new module always runs), then the Molecule
+# scenarios, which destroy and recreate their test bed and so come last, beside the fleet.
 SERVICE_MODULES = [
     "tests/testbed/test_service.py",
     "tests/testbed/test_service_single.py",
     "tests/testbed/test_fleet.py",
 ]
 SHARDS = [
-    ("testbed-service", "0", SERVICE_MODULES),
-    ("testbed-rest", "1", [f"--ignore={module}" for module in SERVICE_MODULES]),
+    ("service", "0", [("testbed-service", "testbed and not molecule", SERVICE_MODULES)]),
+    (
+        "rest",
+        "1",
+        [
+            ("testbed-rest", "testbed and not molecule", [f"--ignore={module}" for module in SERVICE_MODULES]),
+            ("molecule", "molecule", ["tests/testbed/test_molecule.py"]),
+        ],
+    ),
 ]
 BUILD = " && ".join(
     f"SPARK_TESTBED_INSTANCE={instance} {sys.executable} tests/testbed/testbed.py up --nodes 2 && "
@@ -66,39 +76,49 @@ def run_tier(name, marker, log_dir):
     return rc, took
 
 
-def run_testbed_shards(marker, log_dir):
-    """Every shard at once, each on its own test bed with its own temp folder; their outputs follow in turn."""
-    started, shards = time.monotonic(), []
-    for name, instance, selection in SHARDS:
-        log = (log_dir / f"tier-{name}.log").open("w")
-        basetemp = ROOT / ".testbed" / instance / "pytest-tmp"
-        basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest creates the folder, not its parents
+def run_shard(instance, steps, log_dir, deadline, results):
+    """A shard's steps in turn on its test bed (own temp folder, JUnit report and log each): results[step] =
+    (rc, seconds since the tier began)."""
+    basetemp = ROOT / ".testbed" / instance / "pytest-tmp"
+    basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest creates the folder, not its parents
+    env = command_env({"SPARK_TESTBED_INSTANCE": instance})
+    for step, marker, selection in steps:
         command = [
-            *pytest_command(marker, log_dir / f"tier-{name}.xml", *selection),
+            *pytest_command(marker, log_dir / f"tier-{step}.xml", *selection),
             "-p",
             "no:cacheprovider",
             f"--basetemp={basetemp}",
         ]
-        env = command_env({"SPARK_TESTBED_INSTANCE": instance})
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        shards.append((name, instance, proc, log))
-    ended = {}
-    while len(ended) < len(shards) and time.monotonic() - started < SHARD_TIMEOUT_S:  # bounded by the CI limit
-        for name, _, proc, _ in shards:
-            if name not in ended and proc.poll() is not None:
-                ended[name] = time.monotonic() - started
-        time.sleep(2)
-    results = []
-    for name, instance, proc, log in shards:
-        if name not in ended:
-            proc.kill()
-        rc = proc.wait()
-        log.close()
-        print(f"\n===== shard {name} (test bed {instance}) =====\n{Path(log.name).read_text()}", flush=True)
-        print(f"CI: shard {name} took {minutes(ended.get(name, SHARD_TIMEOUT_S))} (exit {rc})", flush=True)
-        results.append(rc)
+        with (log_dir / f"tier-{step}.log").open("w") as log:
+            timeout_s = max(1, deadline - time.monotonic())
+            try:
+                done = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=log, timeout=timeout_s)
+                results[step] = (done.returncode, time.monotonic())
+            except subprocess.TimeoutExpired:
+                results[step] = ("timed out", time.monotonic())
+
+
+def run_testbed_shards(log_dir):
+    """Every shard at once, each on its own test bed; each step's output follows once all have ended."""
+    started, results = time.monotonic(), {}
+    threads = [
+        threading.Thread(target=run_shard, args=(instance, steps, log_dir, started + SHARD_TIMEOUT_S, results))
+        for _, instance, steps in SHARDS
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    codes = []
+    for name, instance, steps in SHARDS:
+        for step, _, _ in steps:
+            rc, ended = results.get(step, ("not run", started))
+            codes.append(rc)
+            print(f"\n===== {step} (shard {name}, test bed {instance}) =====", flush=True)
+            print((log_dir / f"tier-{step}.log").read_text(), flush=True)
+            print(f"CI: {step} ended {minutes(ended - started)} into the tier (exit {rc})", flush=True)
     took = time.monotonic() - started
-    rc = next((rc for rc in results if rc != 0), 0)
+    rc = next((rc for rc in codes if rc != 0), 0)
     print(f"CI: tier testbed took {minutes(took)} (exit {rc})", flush=True)
     return rc, took
 
@@ -121,7 +141,7 @@ def main(chosen):
     for name, marker in tiers:
         if name == "testbed":
             wait_for_the_build(build, build_log, started)
-            results.append(run_testbed_shards(marker, log_dir))
+            results.append(run_testbed_shards(log_dir))
         else:
             results.append(run_tier(name, marker, log_dir))
     took = ", ".join(f"{name} {minutes(took)}" for (name, _), (_, took) in zip(tiers, results, strict=True))
