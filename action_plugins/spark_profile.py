@@ -7,6 +7,7 @@ lists every problem at once. Values under credential-like names are never echoed
 """
 
 import json
+import os
 
 import ansible.module_utils
 import jsonschema
@@ -16,6 +17,7 @@ from ansible.plugins.action import ActionBase
 
 # The project's module_utils join the package here, as in action_plugins/vllm_staged_start.py.
 ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
+from ansible.module_utils.image_recipe import recipe
 from ansible.module_utils.redaction import REDACTED, mentions_secret
 
 # Documented in library/spark_profile.py (ansible-doc -M library spark_profile).
@@ -23,6 +25,7 @@ ARGUMENT_SPEC = dict(
     name=dict(type="str"),
     schema=dict(type="path", required=True),
     profiles_file=dict(type="str", default="group_vars/all/profiles.yml"),
+    images_dir=dict(type="path"),
 )
 
 PROFILES_VAR = "spark_serve_profiles"
@@ -101,6 +104,10 @@ class ActionModule(ActionBase):
             problems = schema_problems(resolved, json.load(handle))
         if problems:
             return self.failed(result, [f"{p['message']} [rule: {p['rule']}]" for p in problems])
+        images_dir = args["images_dir"] or os.path.join(os.path.dirname(os.path.dirname(args["schema"])), "images")
+        resolved["image"], problems = resolved_image(resolved["image"], images_dir)
+        if problems:
+            return self.failed(result, problems)
         result.update(changed=False, profile=resolved, ansible_facts={"spark_serve_resolved": resolved})
         result["_ansible_no_log"] = True  # the profile may carry credentials that vllm_args then refuses
         return result
@@ -129,6 +136,18 @@ class ActionModule(ActionBase):
             + "\n".join(f"- {line}" for line in problems),
         )
         return result
+
+
+def resolved_image(image, images_dir):
+    """The profile's image with `ref`, what every node runs: name@digest, or the local name of the image built
+    from images/<build>/ (tagged by the hash of its inputs) with those inputs, its provenance."""
+    if "build" not in image:
+        return dict(image, ref=f"{image['name']}@{image['digest']}"), []
+    built = recipe(images_dir, image["build"], image.get("base", ""))
+    if built["problems"]:
+        return image, built["problems"]
+    keep = ("build", "base", "ref", "repository", "inputs_sha256", "dockerfile_sha256", "applier_sha256", "patches")
+    return {key: built[key] for key in keep}, []
 
 
 def kind(value):

@@ -8,6 +8,10 @@ short_description: Resolve and shape-check the inventory's deployment profile (c
 description:
   - Looks up O(name) in C(spark_serve_profiles), templates every value, merges C(spark_serve_profile_overrides)
     recursively (mappings merge, lists are replaced), and validates the result against O(schema).
+  - Adds C(image.ref), what every node runs. A registry image is C(<name>@<digest>). A built image (C(image.build),
+    a folder of O(images_dir)) is checked on the controller (base pinned by digest, every patch of its series listed
+    in C(SHA256SUMS) with that hash) and named C(spark-serve/<build>:<hash of its inputs>); its inputs (base,
+    Dockerfile, patches with their sha256) stay in C(image) as the image's provenance (docs/images.md).
   - Fails with one line per problem, each naming the field, the file it comes from and the rule.
 options:
   name:
@@ -21,6 +25,14 @@ options:
     description: Where C(spark_serve_profiles) is defined, named in messages.
     type: str
     default: group_vars/all/profiles.yml
+  images_dir:
+    description: The image folders (C(images/<build>/)); default the C(images) folder beside the schema's folder.
+    type: path
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
 """
 
 EXAMPLES = r"""

@@ -5,16 +5,17 @@ import functools
 import json
 from pathlib import Path
 
-import jinja2
 import yaml
+from jinja2.nativetypes import NativeEnvironment
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "schemas" / "profile.schema.json").read_text())
 
 
 def render(value, env=None):
-    """Template strings rendered like Ansible does with no inventory overrides (defaults apply)."""
-    env = env or jinja2.Environment()
+    """Template strings rendered like Ansible does with no inventory overrides (defaults apply; a template that is one
+    expression keeps its type, as the shipped engine image's mapping)."""
+    env = env or NativeEnvironment()
     if isinstance(value, dict):
         return {k: render(v, env) for k, v in value.items()}
     if isinstance(value, list):
