@@ -227,3 +227,23 @@ def test_ansible_doc_renders_the_module_documentation():
     assert re.search(r"^- effective_block  ", out, re.M), "effective_block is rendered as a return value"
     rc, out = run([str(BIN / "ansible-doc"), "-M", "library", "vllm_no_such_module"])
     assert "> MODULE" not in out and "vllm_no_such_module was not found" in out
+
+
+def test_the_gb10_image_built_on_the_head_renders_and_an_unpinned_base_is_refused(tmp_path):
+    inventory = local_inventory(tmp_path, "pair")
+    args = [str(BIN / "ansible-playbook"), "site.yml", "--tags", "validate", "-i", str(inventory)]
+    state = tmp_path / "state"
+    pinned = "nvcr.example/nvidia/vllm@sha256:" + "ab" * 32
+    rc, out = run([*args, "-e", f"spark_serve_controller_dir={state}", "-e", f"spark_serve_image_base={pinned}"])
+    assert rc == 0, out[-3000:]
+    specs = [json.loads((state / "pair" / f"rank{rank}.spec.json").read_text()) for rank in (0, 1)]
+    assert {spec["image"] for spec in specs} == {specs[0]["image"]}
+    assert re.fullmatch(r"spark-serve/gb10:[0-9a-f]{16}", specs[0]["image"]), specs[0]["image"]
+    for base in ("nvcr.example/nvidia/vllm:25.11", ""):
+        rc, out = run(
+            [*args, "-e", f"spark_serve_controller_dir={tmp_path / 'refused'}", "-e", f"spark_serve_image_base={base}"]
+        )
+        assert rc != 0
+        assert f"image.base={base!r}: " in out and "pin the base of image.build 'gb10'" in out, out[-3000:]
+        assert "[rule: image-base-pinned]" in out and "Traceback" not in out
+        assert not (tmp_path / "refused").exists()

@@ -13,6 +13,7 @@ caches are cleared with `rm` (test set-up only: the role never deletes a cache) 
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -270,3 +271,71 @@ def test_prune_never_removes_pinned_kept_or_used_images(prepared):
         assert pinned["digest"] in sh(1, IMAGES)
     finally:
         sh(0, "docker rm -f prune-probe >/dev/null 2>&1 || true")
+
+
+# ------------------------------------------------------------------------------------------------ (d)
+LOCAL_SERIES = ROOT / "images" / "testbed" / "patches.local"
+LOCAL_PATCH = """--- a/vllm/platforms/cpu.py
++++ b/vllm/platforms/cpu.py
+@@ -1,1 +1,2 @@
++# a user's own patch (tests/testbed/test_image_and_model.py)
+ # SPDX-License-Identifier: Apache-2.0
+"""
+BUILT = "docker images --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Digest}}' spark-serve/testbed"
+LOAD_KEY = "spark-serve engine_image load"
+
+
+def build_image(base):
+    return ansible("molecule/engine_image/build.yml", "-e", f"spark_serve_image_base={base}", timeout=1800)
+
+
+def built_ids():
+    """{node: {ref: image id}} of the built images on both nodes, and whether node-1's came without a digest."""
+    found = {}
+    for index in (0, 1):
+        rows = [line.split() for line in sh(index, BUILT).splitlines() if line.strip()]
+        found[index] = {row[0]: row[1] for row in rows}
+        assert all(row[2] == "<none>" for row in rows), f"node-{index} got a registry digest: {rows}"
+    return found
+
+
+def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_registry(prepared):
+    """The only test of the registry-free path: the head builds images/testbed on the pushed vllm-cpu image as its
+    pinned base, node-1 loads it over the fast link; a rerun builds and moves nothing; the user's own series
+    (patches.local/) is a new recipe, a new image id on both nodes. No engine starts."""
+    pinned = json.loads((STATE / "engine-image.json").read_text())
+    base = f"{pinned['name']}@{pinned['digest']}"
+    shutil.rmtree(LOCAL_SERIES, ignore_errors=True)
+    rc, out = build_image(base)
+    assert rc == 0, out[-4000:]
+    first = built_ids()
+    assert len(first[0]) == 1 and first[0] == first[1], first  # one image, the same id on both nodes
+    ref = next(iter(first[0]))
+    provenance = json.loads(sh(1, f"docker run --rm --entrypoint cat {ref} /opt/spark-serve/image/provenance.json"))
+    assert provenance["vllm_version"] == "0.32.0+cpu"
+    assert [p["name"] for p in provenance["patches"]] == ["patches/0001-cpu-keep-the-chosen-worker-start-method.patch"]
+    cpu_py = "/opt/vllm/lib/python3.11/site-packages/vllm/platforms/cpu.py"
+    assert 'setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")' in sh(
+        1, f"docker run --rm --entrypoint cat {ref} {cpu_py}"
+    )
+    assert LOAD_KEY not in sh(1, "cat /root/.ssh/authorized_keys 2>/dev/null || true")
+
+    rc, out = build_image(base)
+    assert rc == 0 and out.count("changed=0") == 2, out[-3000:]
+    assert_never_ran(out, "engine_image", "Build the engine image")
+    assert_never_ran(out, "engine_image", "Stream the head's image")
+
+    LOCAL_SERIES.mkdir()
+    try:
+        (LOCAL_SERIES / "0001-local.patch").write_text(LOCAL_PATCH)
+        (LOCAL_SERIES / "series").write_text("0001-local.patch\n")
+        digest = hashlib.sha256(LOCAL_PATCH.encode()).hexdigest()
+        (LOCAL_SERIES / "SHA256SUMS").write_text(f"{digest}  0001-local.patch\n")
+        rc, out = build_image(base)
+        assert rc == 0, out[-4000:]
+        second = built_ids()
+    finally:
+        shutil.rmtree(LOCAL_SERIES)
+    new = {r: i for r, i in second[0].items() if r != ref}
+    assert len(new) == 1 and second[0] == second[1], second
+    assert next(iter(new.values())) != first[0][ref]  # another recipe, another image id
