@@ -58,6 +58,6 @@ def refusals(parsed, labels):
     """One line per rank whose argv the image's parser refused, naming the rank and the image's vLLM version."""
     return [
         f"{label}: vLLM {parsed['version']} in the image refuses its argv: {reply['error']}"
-        for label, reply in zip(labels, parsed["answers"])
+        for label, reply in zip(labels, parsed["answers"], strict=True)
         if not reply["ok"]
     ]
