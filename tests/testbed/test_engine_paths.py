@@ -48,8 +48,8 @@ def test_table_missing_on_the_node_is_refused_before_the_start(served_pair):
     shipped = profiles()
     shipped["testbed"] = {key: value for key, value in shipped["testbed"].items() if key != "tuned_config_dir"}
     shipped["testbed"]["engine"] = dict(shipped["testbed"]["engine"], max_num_seqs=3)  # a change: a start is due
-    # tests/profiles.py renders the image with its defaults; the test bed's inventory pins its own image.
-    shipped["testbed"]["image"] = {"name": "{{ spark_serve_image_name }}", "digest": "{{ spark_serve_image_digest }}"}
+    # tests/profiles.py renders the image with its defaults; the test bed's inventory chooses its own image.
+    shipped["testbed"]["image"] = "{{ spark_serve_image }}"
     before = [sf.container_identity(i) for i in range(2)]
     started = time.monotonic()
     rc, out = sf.deploy("-e", json.dumps({"spark_serve_profiles": shipped}))

@@ -107,8 +107,11 @@ def test_a_good_deploy_passes_the_gate_and_is_recorded(released):
     assert running["config_hashes"] == [r["config_hash"] for r in record["ranks"]], running
     image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())
     assert (record["kind"], record["status"], record["profile_name"]) == ("deploy", "passed", "testbed")
-    assert record["image"]["digest"] == image["digest"]
-    assert record["image"]["id"].startswith("sha256:")
+    # Built on the head from images/testbed on the pushed image, loaded on node-1: one image id on both nodes.
+    assert record["image"]["build"]["base"] == f"{image['name']}@{image['digest']}"
+    assert record["image"]["ref"].startswith("spark-serve/testbed:") and record["image"]["build"]["patches"]
+    _, node1_id = node_exec(1, f"docker image inspect -f '{{{{.Id}}}}' {record['image']['ref']}")
+    assert record["image"]["id"].startswith("sha256:") and record["image"]["id"] == node1_id.strip()
     assert record["model"]["commit"].startswith(record["model"]["revision"])
     assert len(record["model"]["files_sha256"]) == 64
     assert [r["host"] for r in record["ranks"]] == ["node-0", "node-1"]
@@ -207,9 +210,9 @@ def test_a_fresh_controller_with_a_truncated_record_rolls_back_to_the_good_deplo
     _, running = node_exec(0, "cat /var/lib/spark-serve/records/running.json")
     passed = head_records()
     running = passed[json.loads(running)["record"]]
-    image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())["digest"]
+    image = running["image"]["ref"]
     now = running.get("restores") or running["id"]
-    earlier = [r for r in passed.values() if (r.get("restores") or r["id"]) != now and r["image"]["digest"] == image]
+    earlier = [r for r in passed.values() if (r.get("restores") or r["id"]) != now and r["image"]["ref"] == image]
     assert earlier, f"the test bed's records hold no passed deployment before {now} to roll back to"
     target = max(earlier, key=lambda r: r["id"])
     assert max_num_seqs(target["ranks"][0]["argv"]) != max_num_seqs(serving_argv()), "the target must differ"
