@@ -22,7 +22,7 @@ from ansible.module_utils.input_rules import (
     value_problem,
 )
 from ansible.module_utils.redaction import REDACTED, is_secret_name, redact
-from ansible.module_utils.vllm_catalogs import catalog_for
+from ansible.module_utils.vllm_catalogs import catalog_for, nearest_catalog
 
 ALLOCATOR_ENV = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 # The fabric's environment (roles/roce_network/tasks/verify.yml publishes it per node): never a profile's.
@@ -55,8 +55,9 @@ def violation(field, value, rule, message):
 class Renderer:
     """Collects argv, parsed values and violations for one rank of one profile."""
 
-    def __init__(self, catalog):
+    def __init__(self, catalog, deferred=False):
         self.catalog = catalog
+        self.deferred = deferred  # no catalog of the engine's own version: unknown flags are the image's to judge
         self.flags = catalog["FLAGS"]
         self.version = catalog["ENGINE_VERSION"]
         self.dash_o = (catalog.get("CLI_SYNTAX") or {}).get("dash_O") or []
@@ -116,6 +117,9 @@ class Renderer:
         return True
 
     def unknown(self, field, value, name):
+        if self.deferred:
+            self.argv.extend(generic_tokens(name, value))
+            return
         near = difflib.get_close_matches(name, list(self.flags), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         self.fail(
@@ -195,6 +199,9 @@ class Renderer:
         if "." in option and option.startswith("--"):
             return self.add_dotted(tokens, i, item_field)
         dest = self.dest_for_option(option)
+        if dest is None and self.deferred:
+            self.argv.extend(tokens[i : skip_values(tokens, i + 1)])  # as given: the image's parser judges it
+            return skip_values(tokens, i + 1)
         if dest is None:
             self.unresolved(option, item_field, token)
             return skip_values(tokens, i + 1)
@@ -310,6 +317,21 @@ def raw_values(tokens, i, inline, spec):
         if spec.get("nargs") not in ("+", "*"):
             break
     return values, i
+
+
+def generic_tokens(name, value):
+    """An engine argument no catalog knows, spelled as vLLM spells its own: --dashed-name, booleans as --x / --no-x,
+    mappings as JSON."""
+    option = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [option if value else "--no-" + option[2:]]
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [option, json.dumps(value, separators=(",", ":"), sort_keys=True)]
+    if isinstance(value, list):
+        return [option] + [str(item) for item in value]
+    return [option, str(value)]
 
 
 def skip_values(tokens, i):
@@ -435,12 +457,18 @@ class Plan:
             self.fail("platform", platform, "platform", f"must be one of {sorted(PLATFORMS)}")
             return self.result(None, [], {}, None)
         try:
-            catalog = catalog_for(version)
+            catalog, deferred = catalog_for(version), False
         except ValueError as err:
-            self.fail("engine_version", version, "engine-version", str(err))
-            return self.result(None, [], {}, None)
+            catalog, deferred = nearest_catalog(version), True
+            self.warnings.append(
+                f"engine_version={version!r}: {err}: its flags are rendered with vLLM {catalog['ENGINE_VERSION']}'s "
+                "and an argument that catalog does not know is passed as given; the image's own vLLM parses every "
+                "rank's argv before any rank starts (vllm_image_parser); the cache block is predicted with "
+                f"vLLM {catalog['ENGINE_VERSION']}'s rules"
+            )
+            version = catalog["ENGINE_VERSION"]
 
-        renderer = Renderer(catalog)
+        renderer = Renderer(catalog, deferred)
         renderer.argv = ["vllm", "serve", self.model_arg(model_config)]
         if p.get("revision"):
             renderer.add("revision", str(p["revision"]), "revision", trusted=True)

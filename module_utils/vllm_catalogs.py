@@ -1,5 +1,7 @@
 """Which generated flag catalog (module_utils/vllm_flags_*.py) serves which engine version."""
 
+import re
+
 from ansible.module_utils import vllm_flags_0_30_0, vllm_flags_0_32_0, vllm_flags_0_33_0
 
 DEFAULT_ENGINE_VERSION = "0.33.0"
@@ -25,3 +27,14 @@ def catalog_for(version):
             "(generate one with tools/gen_flag_catalogs.sh)"
         )
     return {"ENGINE_VERSION": module.ENGINE_VERSION, "FLAGS": module.FLAGS, "CLI_SYNTAX": module.CLI_SYNTAX}
+
+
+def nearest_catalog(version):
+    """The catalog that renders a version with none of its own (a nightly, a newer release): the newest series not
+    newer than it, else the oldest. Its flags only render; the image's own vLLM parser judges them before any rank
+    starts (module_utils/image_parser.py)."""
+    major_minor = re.match(r"(\d+)\.(\d+)", str(version))
+    wanted = tuple(map(int, major_minor.groups())) if major_minor else (0, 0)
+    known = sorted(tuple(map(int, name.split("."))) for name in CATALOGS)
+    chosen = max((s for s in known if s <= wanted), default=known[0])
+    return catalog_for(".".join(map(str, chosen)))

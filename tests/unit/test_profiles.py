@@ -276,7 +276,13 @@ MALFORMED = [
     ("api-key-in-env", "single", set_in("env.VLLM_API_KEY", "sk-secret"), "env.VLLM_API_KEY", "api_key_file"),
     ("api-key-in-argv", "single", set_in("engine.api_key", "sk-secret"), "engine.api_key", "api_key_file"),
     ("rank-arg-in-profile", "pair", set_in("engine.node_rank", 1), "engine.node_rank", "inventory"),
-    ("unsupported-engine-version", "single", set_in("engine_version", "0.31.0"), "engine_version", "0.33"),
+    (
+        "unknown-flag-of-a-catalogued-version",
+        "single",
+        set_in("engine.brand_new_flag", 1),
+        "engine.brand_new_flag",
+        "has no engine argument",
+    ),
     (
         "mtp-prefix-on-cpu-hybrid",
         "testbed",
@@ -357,3 +363,23 @@ def test_the_tests_render_a_profile_with_the_parameters_the_role_renders_it_with
     prof.setdefault("cuda_version", "13.0")
     mapped = set(vllm_args_params(prof, config_as_path=True)) - from_nodes
     assert mapped == set(role_params) - from_nodes - {"fast_link_prefix_length"}, (mapped, set(role_params))
+
+
+@pytest.mark.parametrize(
+    ("version", "catalog"), [("0.34.0.dev12", "0.33.0"), ("0.31.0", "0.30.0"), ("0.29.0", "0.30.0")]
+)
+def test_a_version_without_a_catalog_validates_and_leaves_its_flags_to_the_image(version, catalog):
+    """A nightly or a newer release: every other rule holds, an argument the nearest catalog does not know is
+    rendered as given and the warning says the image's own parser checks the flags before the start."""
+    prof = profile("single")
+    prof["engine_version"] = version
+    prof["engine"]["brand_new_flag"] = True
+    prof["extra_args"] = ["--nightly-only", "x"]
+    result = plan(vllm_args_params(prof))
+    assert result["violations"] == [] and result["engine_version"] == catalog
+    assert "--brand-new-flag" in result["argv"] and result["argv"][-2:] == ["--nightly-only", "x"]
+    assert any(
+        f"no flag catalog for vLLM {version}" in w and "the image's own vLLM parses" in w for w in result["warnings"]
+    )
+    prof["engine"]["api_key"] = "sk-not-here"  # the Spark rules stay whatever the catalog
+    assert [v["rule"] for v in plan(vllm_args_params(prof))["violations"]] == ["secret-in-argv"]
