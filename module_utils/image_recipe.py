@@ -161,3 +161,23 @@ def recipe(images_dir, name, base):
         inputs_sha256=inputs_sha256,
         problems=problems,
     )
+
+
+def differences(wanted, found):
+    """Each input of `wanted` (a recorded recipe) that the folder (`found`) no longer gives, one line each."""
+    lines = [
+        f"{key} is {found.get(key)} in the folder, {wanted.get(key)} in the recipe"
+        for key in ("base", "dockerfile_sha256", "applier_sha256")
+        if wanted.get(key) != found.get(key)
+    ]
+    have = {(p["series"], p["name"]): p["sha256"] for p in found.get("patches", [])}
+    want = {(p["series"], p["name"]): p["sha256"] for p in wanted.get("patches", [])}
+    for key in sorted(set(have) | set(want)):
+        name = "/".join(key)
+        if key not in have:
+            lines.append(f"{name} (sha256 {want[key]}) is missing from the folder")
+        elif key not in want:
+            lines.append(f"{name} is in the folder but not in the recipe")
+        elif have[key] != want[key]:
+            lines.append(f"{name} has sha256 {have[key]} in the folder, {want[key]} in the recipe")
+    return lines

@@ -1,5 +1,9 @@
 """Running the project's playbooks and commands against the test bed (tests and benchmarks share these)."""
 
+import contextlib
+import hashlib
+import shutil
+
 import yaml
 
 from tests.runner import BIN, ENV_BASE, INSTANCE, ROOT, run
@@ -40,3 +44,27 @@ def assert_never_ran(out, role, task=""):
     assert names, f"roles/{role} has no task named '{task}...': the test asserts on a name that does not exist"
     banner = f"TASK [{role} : {task}"
     assert banner not in out, f"{banner}...] ran:\n{out[-3000:]}"
+
+
+LOCAL_SERIES = ROOT / "images" / "testbed" / "patches.local"
+LOCAL_PATCH = """--- a/vllm/platforms/cpu.py
++++ b/vllm/platforms/cpu.py
+@@ -1,1 +1,2 @@
++# a user's own patch (tests/testbed)
+ # SPDX-License-Identifier: Apache-2.0
+"""
+
+
+@contextlib.contextmanager
+def local_patch():
+    """images/testbed with a user's own series (patches.local/, one harmless patch): another recipe, another image."""
+    shutil.rmtree(LOCAL_SERIES, ignore_errors=True)
+    LOCAL_SERIES.mkdir()
+    try:
+        (LOCAL_SERIES / "0001-local.patch").write_text(LOCAL_PATCH)
+        (LOCAL_SERIES / "series").write_text("0001-local.patch\n")
+        digest = hashlib.sha256(LOCAL_PATCH.encode()).hexdigest()
+        (LOCAL_SERIES / "SHA256SUMS").write_text(f"{digest}  0001-local.patch\n")
+        yield
+    finally:
+        shutil.rmtree(LOCAL_SERIES)

@@ -13,7 +13,6 @@ caches are cleared with `rm` (test set-up only: the role never deletes a cache) 
 
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ import time
 import pytest
 
 from tests.runner import command_env
-from tests.testbed.helpers import BIN, INSTANCE, ROOT, assert_never_ran, node_exec, run
+from tests.testbed.helpers import BIN, INSTANCE, ROOT, assert_never_ran, local_patch, node_exec, run
 
 pytestmark = pytest.mark.testbed
 
@@ -274,13 +273,6 @@ def test_prune_never_removes_pinned_kept_or_used_images(prepared):
 
 
 # ------------------------------------------------------------------------------------------------ (d)
-LOCAL_SERIES = ROOT / "images" / "testbed" / "patches.local"
-LOCAL_PATCH = """--- a/vllm/platforms/cpu.py
-+++ b/vllm/platforms/cpu.py
-@@ -1,1 +1,2 @@
-+# a user's own patch (tests/testbed/test_image_and_model.py)
- # SPDX-License-Identifier: Apache-2.0
-"""
 BUILT = "docker images --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Digest}}' spark-serve/testbed"
 LOAD_KEY = "spark-serve engine_image load"
 
@@ -305,7 +297,6 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     (patches.local/) is a new recipe, a new image id on both nodes. No engine starts."""
     pinned = json.loads((STATE / "engine-image.json").read_text())
     base = f"{pinned['name']}@{pinned['digest']}"
-    shutil.rmtree(LOCAL_SERIES, ignore_errors=True)
     rc, out = build_image(base)
     assert rc == 0, out[-4000:]
     first = built_ids()
@@ -325,17 +316,10 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     assert_never_ran(out, "engine_image", "Build the engine image from its pinned base")
     assert_never_ran(out, "engine_image", "Stream the head's image")
 
-    LOCAL_SERIES.mkdir()
-    try:
-        (LOCAL_SERIES / "0001-local.patch").write_text(LOCAL_PATCH)
-        (LOCAL_SERIES / "series").write_text("0001-local.patch\n")
-        digest = hashlib.sha256(LOCAL_PATCH.encode()).hexdigest()
-        (LOCAL_SERIES / "SHA256SUMS").write_text(f"{digest}  0001-local.patch\n")
+    with local_patch():
         rc, out = build_image(base)
         assert rc == 0, out[-4000:]
         second = built_ids()
-    finally:
-        shutil.rmtree(LOCAL_SERIES)
     new = {r: i for r, i in second[0].items() if r != ref}
     assert len(new) == 1 and second[0] == second[1], second
     assert next(iter(new.values())) != first[0][ref]  # another recipe, another image id

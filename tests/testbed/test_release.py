@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import BIN, ENV_BASE, ROOT, node_exec, playbook
+from tests.testbed.helpers import BIN, ENV_BASE, ROOT, local_patch, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
@@ -129,10 +129,15 @@ def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released):
     assert good["status"] == "passed"
     before = records()
     started = time.monotonic()
-    rc, out = sf.deploy(
-        "-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"enable_prefix_caching": False}}})
-    )
-    print(f"\n[rejected deploy + automatic rollback] {time.monotonic() - started:.0f} s")
+    # The rejected deploy also runs another image: images/testbed with a patch of the user's (built by the prepare
+    # play's image step): the rollback must bring back the good record's image id, not only its arguments.
+    with local_patch():
+        rc, out = playbook("molecule/engine_image/build.yml", timeout=1800)
+        assert rc == 0, out[-4000:]
+        rc, out = sf.deploy(
+            "-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"enable_prefix_caching": False}}})
+        )
+    print(f"\n[rejected deploy of a changed image + automatic rollback] {time.monotonic() - started:.0f} s")
     assert rc != 0, "a rejected deploy must fail the run even after a successful rollback"
     assert "acceptance FAILED" in out and "hit ratio" in out, out[-4000:]
     assert f"Rolled back to {good['id']}" in out and "it passed the gate again and serves now" in out, out[-4000:]
@@ -144,6 +149,12 @@ def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released):
     assert (rollback["kind"], rollback["status"], rollback["restores"]) == ("rollback", "passed", good["id"])
     assert {r["id"] for r in before} <= {r["id"] for r in records()}, "a record was deleted"
     assert "--no-enable-prefix-caching" not in serving_argv()
+    assert rejected["image"]["ref"] != good["image"]["ref"] and rejected["image"]["id"] != good["image"]["id"]
+    assert [p["series"] for p in rejected["image"]["build"]["patches"]] == ["patches", "patches.local"]
+    assert rollback["image"]["id"] == good["image"]["id"]
+    for index in (0, 1):  # every rank runs the good record's image again
+        _, running_id = node_exec(index, f"docker inspect -f '{{{{.Image}}}}' spark-serve-rank{index}")
+        assert running_id.strip() == good["image"]["id"], index
     assert answers()
 
 

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 from ansible.module_utils.image_recipe import recipe
+from ansible.modules import engine_image_recipe
 
+from tests.module_harness import run_module
 from tests.profiles import ROOT
 
 PINNED = "nvcr.example/vllm/vllm-openai@sha256:" + "ab" * 32
@@ -120,3 +122,25 @@ def test_the_applier_refuses_a_patch_that_is_not_in_the_manifest(tmp_path):
     (tmp_path / "site" / "vllm" / "mod.py").write_text(SOURCE)
     proc = apply(images, tmp_path / "site")
     assert proc.returncode != 0 and "is not its SHA256SUMS line" in proc.stderr
+
+
+def test_a_recorded_recipe_is_built_again_only_from_its_own_inputs(tmp_path):
+    """roles/engine_image/library/engine_image_recipe.py: the folder must still give every recorded input."""
+    images = image_tree(tmp_path)
+    recorded = recipe(str(images), "demo", PINNED)
+    assert run_module(engine_image_recipe, {"images_dir": str(images), "recipe": recorded})["differences"] == []
+    changed = PATCH.replace('"fork"', '"forkserver"')
+    (images / "demo" / "patches" / "0001-fix.patch").write_text(changed)
+    sums = images / "demo" / "patches" / "SHA256SUMS"
+    sums.write_text(f"{hashlib.sha256(changed.encode()).hexdigest()}  0001-fix.patch\n")
+    result = run_module(engine_image_recipe, {"images_dir": str(images), "recipe": recorded})
+    assert result["failed"] and f"images/demo no longer gives {recorded['ref']}" in result["msg"]
+    assert result["differences"] == [
+        f"patches/0001-fix.patch has sha256 {hashlib.sha256(changed.encode()).hexdigest()} in the folder, "
+        f"{recorded['patches'][0]['sha256']} in the recipe"
+    ]
+    (images / "demo" / "patches" / "series").write_text("\n")
+    (images / "demo" / "patches" / "0001-fix.patch").unlink()
+    sums.write_text("")
+    gone = run_module(engine_image_recipe, {"images_dir": str(images), "recipe": recorded})["differences"]
+    assert gone == [f"patches/0001-fix.patch (sha256 {recorded['patches'][0]['sha256']}) is missing from the folder"]

@@ -80,7 +80,10 @@ from ansible.module_utils.image_parser import PARSE_SCRIPT, answer, check_key, r
 def image_id(module, image):
     rc, out, err = module.run_command(["docker", "image", "inspect", "--format", "{{.Id}}", image])
     if rc != 0:
-        module.fail_json(msg=f"the image {image} is not on this node; nothing was started: {err.strip()}")
+        module.fail_json(
+            msg=f"the image {image} is not on this node; nothing was started: `ansible-playbook site.yml` (its "
+            f"prepare play) builds or pulls it on every node ({err.strip()})"
+        )
     return out.strip()
 
 
