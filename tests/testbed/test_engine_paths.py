@@ -63,6 +63,26 @@ def test_table_missing_on_the_node_is_refused_before_the_start(served_pair):
     assert sf.health() == 200
 
 
+def test_a_version_without_a_catalog_is_checked_by_the_images_own_parser_before_the_start(served_pair):
+    """A nightly's profile (engine_version with no flag catalog) validates, saying its flags are the image's to judge;
+    the deploy then asks the served image's own vLLM, which refuses a flag no catalog knows, naming every rank and
+    its version, before any rank stops. No engine starts: the refusal comes first."""
+    sf.ensure_serving()
+    before = [sf.container_identity(i) for i in range(2)]
+    override = {"engine_version": "0.34.0.dev1", "extra_args": ["--spark-serve-no-such-flag", "1"]}
+    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": override}))
+    assert rc != 0, out[-4000:]
+    assert "no flag catalog for vLLM 0.34.0.dev1" in out and "the image's own vLLM parses" in out, out[-4000:]
+    for rank in (0, 1):
+        assert (
+            f"rank {rank} (node-{rank}): vLLM 0.32.0+cpu in the image refuses its argv: vllm: error: "
+            "unrecognized arguments: --spark-serve-no-such-flag 1"
+        ) in out, out[-4000:]
+    assert "nothing was started" in out
+    assert [sf.container_identity(i) for i in range(2)] == before, "a refused start restarted a rank"
+    assert sf.health() == 200
+
+
 def test_status_reports_a_container_edited_by_hand_and_deploy_restores_its_policy(served_pair):
     """playbooks/status.yml compares every running rank with its rendered compose spec: a restart policy changed by
     hand on one rank is reported as drift, field by field; the deploy stage re-applies the spec's policy in place."""
