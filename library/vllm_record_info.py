@@ -18,8 +18,9 @@ options:
   inventory:
     description: Only records of this inventory.
     type: str
-  image_digest:
-    description: Only starts of this image for C(last_timed_start) (the stage budgets of the staged start).
+  image_ref:
+    description: Only starts of this image (the profile's image.ref) for C(last_timed_start) (the stage budgets of
+      the staged start).
     type: str
   restore:
     description:
@@ -62,7 +63,7 @@ rollback_problem:
   type: str
 last_timed_start:
   description: Id and timeline (C(timings)) of the newest passing record whose start reached ready (of
-    I(image_digest) when given), or null; the staged start's stage budgets come from it.
+    I(image_ref) when given), or null; the staged start's stage budgets come from it.
   returned: always
   type: dict
 latest:
@@ -103,7 +104,7 @@ def main():
         argument_spec=dict(
             dir=dict(type="path", required=True),
             inventory=dict(type="str"),
-            image_digest=dict(type="str"),
+            image_ref=dict(type="str"),
             restore=dict(type="str", default=""),
             running=dict(type="str", default=""),
         ),
@@ -117,7 +118,7 @@ def main():
     if params["restore"] and target is None:
         module.fail_json(msg=f"{problem}; nothing was changed", unreadable=unreadable)
     mine = [r for r in records if params["inventory"] in (None, r.get("inventory"))]
-    timed = last_timed_start(records, params["inventory"], params["image_digest"])
+    timed = last_timed_start(records, params["inventory"], params["image_ref"])
     module.exit_json(
         changed=False,
         last_passed=with_overlays(last_passed(records, params["inventory"]), params["dir"]),

@@ -99,16 +99,16 @@ def rollback_target(records, inventory, wanted="", running=""):
     return max(others, key=lambda r: r["id"]), ""
 
 
-def last_timed_start(records, inventory=None, image_digest=None):
-    """The newest passing record whose start reached ready (its timeline ends with ready), of `image_digest` when
-    given: the staged start's stage budgets come from it, and another image may spend longer in a stage (a cold
+def last_timed_start(records, inventory=None, image_ref=None):
+    """The newest passing record whose start reached ready (its timeline ends with ready), of `image_ref` (the
+    image every rank ran: name@digest, or a built image's name) when given: the staged start's stage budgets come from it, and another image may spend longer in a stage (a cold
     compile cache). A rerun that restarted nothing has no timeline and is skipped."""
     candidates = [
         r
         for r in records
         if r.get("status") == "passed"
         and (inventory is None or r.get("inventory") == inventory)
-        and (image_digest is None or (r.get("image") or {}).get("digest") == image_digest)
+        and (image_ref is None or (r.get("image") or {}).get("ref") == image_ref)
         and any(event.get("event", "").startswith("head /health 200") for event in r.get("timings") or [])
     ]
     return max(candidates, key=lambda r: r["id"], default=None)

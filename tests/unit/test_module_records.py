@@ -215,9 +215,9 @@ def test_record_info_finds_the_last_passing_start_that_reached_ready(tmp_path):
     result = run_module(vllm_record_info, {"dir": str(tmp_path), "inventory": "spark-pair"})
     assert result["last_passed"]["id"] == "20990101T000001Z-spark-pair-deploy"
     assert result["last_timed_start"] == {"record": "20990101T000000Z-spark-pair-deploy", "timings": timed}
-    same_image = run_module(vllm_record_info, {"dir": str(tmp_path), "image_digest": RECORD["image"]["digest"]})
+    same_image = run_module(vllm_record_info, {"dir": str(tmp_path), "image_ref": RECORD["image"]["ref"]})
     assert same_image["last_timed_start"]["record"] == "20990101T000000Z-spark-pair-deploy"
-    new_image = run_module(vllm_record_info, {"dir": str(tmp_path), "image_digest": "sha256:" + "f" * 64})
+    new_image = run_module(vllm_record_info, {"dir": str(tmp_path), "image_ref": "spark-serve/gb10:" + "f" * 16})
     assert new_image["last_timed_start"] is None, "another image may need longer in a stage: no budgets"
 
 
