@@ -117,14 +117,28 @@ class Renderer:
         return True
 
     def unknown(self, field, value, name):
-        if self.deferred:
-            self.argv.extend(generic_tokens(name, value))
+        if self.deferred:  # the image's own parser judges it; a secret's name is refused here all the same
+            if not self.secret_unknown(field, name):
+                self.argv.extend(generic_tokens(name, value))
             return
         near = difflib.get_close_matches(name, list(self.flags), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         self.fail(
             field, value, "unknown-flag", f"vLLM {self.version} has no engine argument '{name}' (flag catalog){hint}"
         )
+
+    def secret_unknown(self, field, name):
+        """A flag no catalog knows that names a secret (a nightly's --new-api-key): refused like a known one."""
+        if not is_secret_name(name):
+            return False
+        self.fail(
+            field,
+            REDACTED,
+            "secret-in-argv",
+            f"--{name.replace('_', '-')} in argv shows in every process "
+            "list, compose file and record; use api_key_file",
+        )
+        return True
 
     def refused_dest(self, dest, field, value):
         """True (and a violation) for arguments the profile may never set: secrets and rank topology."""
@@ -200,7 +214,8 @@ class Renderer:
             return self.add_dotted(tokens, i, item_field)
         dest = self.dest_for_option(option)
         if dest is None and self.deferred:
-            self.argv.extend(tokens[i : skip_values(tokens, i + 1)])  # as given: the image's parser judges it
+            if not self.secret_unknown(item_field, option.lstrip("-").replace("-", "_")):
+                self.argv.extend(tokens[i : skip_values(tokens, i + 1)])  # as given: the image's parser judges it
             return skip_values(tokens, i + 1)
         if dest is None:
             self.unresolved(option, item_field, token)

@@ -382,4 +382,7 @@ def test_a_version_without_a_catalog_validates_and_leaves_its_flags_to_the_image
         f"no flag catalog for vLLM {version}" in w and "the image's own vLLM parses" in w for w in result["warnings"]
     )
     prof["engine"]["api_key"] = "sk-not-here"  # the Spark rules stay whatever the catalog
-    assert [v["rule"] for v in plan(vllm_args_params(prof))["violations"]] == ["secret-in-argv"]
+    prof["extra_args"] = ["--nightly-api-token", "sk-also-not-here"]
+    refused = plan(vllm_args_params(prof))
+    assert [v["rule"] for v in refused["violations"]] == ["secret-in-argv", "secret-in-argv"]
+    assert "sk-" not in str(refused["violations"]) and "sk-" not in " ".join(refused["argv"])
