@@ -63,6 +63,18 @@ def minutes(seconds):
     return f"{int(seconds) // 60} min {int(seconds) % 60} s"
 
 
+def cpu_times():
+    """(idle, total) jiffies of the whole machine since boot (/proc/stat; idle counts iowait too)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return fields[3] + fields[4], sum(fields)
+
+
+def idle_percent(before):
+    """The machine's idle share of its CPU time since `before` (cpu_times())."""
+    idle, total = (now - then for now, then in zip(cpu_times(), before, strict=True))
+    return 100.0 * idle / max(total, 1)
+
+
 def pytest_command(marker, report, *selection):
     # The JUnit report keeps every test's duration (the console shows the ten slowest) for the next CI cut.
     return [sys.executable, "-m", "pytest", "-m", marker, "--durations=10", f"--junitxml={report}", *selection]
@@ -90,17 +102,17 @@ def run_shard(instance, steps, log_dir, deadline, results):
             f"--basetemp={basetemp}",
         ]
         with (log_dir / f"tier-{step}.log").open("w") as log:
-            timeout_s = max(1, deadline - time.monotonic())
+            timeout_s, cpu = max(1, deadline - time.monotonic()), cpu_times()
             try:
                 done = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=log, timeout=timeout_s)
-                results[step] = (done.returncode, time.monotonic())
+                results[step] = (done.returncode, time.monotonic(), idle_percent(cpu))
             except subprocess.TimeoutExpired:
-                results[step] = ("timed out", time.monotonic())
+                results[step] = ("timed out", time.monotonic(), idle_percent(cpu))
 
 
 def run_testbed_shards(log_dir):
     """Every shard at once, each on its own test bed; each step's output follows once all have ended."""
-    started, results = time.monotonic(), {}
+    started, results, cpu = time.monotonic(), {}, cpu_times()
     threads = [
         threading.Thread(target=run_shard, args=(instance, steps, log_dir, started + SHARD_TIMEOUT_S, results))
         for _, instance, steps in SHARDS
@@ -112,14 +124,18 @@ def run_testbed_shards(log_dir):
     codes = []
     for name, instance, steps in SHARDS:
         for step, _, _ in steps:
-            rc, ended = results.get(step, ("not run", started))
+            rc, ended, idle = results.get(step, ("not run", started, 0.0))
             codes.append(rc)
             print(f"\n===== {step} (shard {name}, test bed {instance}) =====", flush=True)
             print((log_dir / f"tier-{step}.log").read_text(), flush=True)
-            print(f"CI: {step} ended {minutes(ended - started)} into the tier (exit {rc})", flush=True)
+            print(
+                f"CI: {step} ended {minutes(ended - started)} into the tier (exit {rc}); the machine's CPU was "
+                f"{idle:.0f} % idle while it ran",
+                flush=True,
+            )
     took = time.monotonic() - started
     rc = next((rc for rc in codes if rc != 0), 0)
-    print(f"CI: tier testbed took {minutes(took)} (exit {rc})", flush=True)
+    print(f"CI: tier testbed took {minutes(took)} (exit {rc}); CPU {idle_percent(cpu):.0f} % idle", flush=True)
     return rc, took
 
 
