@@ -54,8 +54,8 @@ def test_pair_serves_streaming_chat_and_prefix_cache_hits(serving):
 
 
 def test_stale_containers_and_port_squatters_are_replaced_and_the_start_warms_up(serving):
-    image = json.loads((ROOT / ".testbed" / sf.INSTANCE / "engine-image.json").read_text())
-    ref = f"{image['name']}@{image['digest']}"
+    _, ref = node_exec(0, "docker inspect -f '{{.Config.Image}}' spark-serve-rank0")  # the image both nodes hold
+    ref = ref.strip()
     node_exec(
         1,
         "docker rm -f spark-serve-rank1 >/dev/null 2>&1; "
