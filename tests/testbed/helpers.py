@@ -8,7 +8,7 @@ import yaml
 
 from tests.runner import BIN, ENV_BASE, INSTANCE, ROOT, run
 
-__all__ = ["BIN", "ENV_BASE", "INSTANCE", "ROOT", "assert_never_ran", "node_exec", "playbook", "run"]
+__all__ = ["BIN", "ENV_BASE", "INSTANCE", "ROOT", "assert_never_ran", "local_patch", "node_exec", "playbook", "run"]
 
 
 def playbook(path, inventory="inventories/testbed-pair", *extra, timeout=900):

@@ -13,6 +13,7 @@ caches are cleared with `rm` (test set-up only: the role never deletes a cache) 
 
 import hashlib
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -273,6 +274,19 @@ def test_prune_never_removes_pinned_kept_or_used_images(prepared):
 
 
 # ------------------------------------------------------------------------------------------------ (d)
+# The patched code path itself: the CPU platform's config hook, given a deployment that asked for fork, then the
+# start method the engine's processes would use (a stand-in config: only the fields the hook reads).
+START_METHOD_PROBE = """
+import os
+from unittest import mock
+os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "fork"
+from vllm.platforms.cpu import CpuPlatform
+config = mock.MagicMock()
+config.device_config.device_type = "cpu"
+config.lora_config = None
+CpuPlatform.check_and_update_config(config)
+print("start method:", os.environ["VLLM_WORKER_MULTIPROC_METHOD"])
+"""
 BUILT = "docker images --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Digest}}' spark-serve/testbed"
 LOAD_KEY = "spark-serve engine_image load"
 
@@ -305,10 +319,9 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     provenance = json.loads(sh(1, f"docker run --rm --entrypoint cat {ref} /opt/spark-serve/image/provenance.json"))
     assert provenance["vllm_version"] == "0.32.0+cpu"
     assert [p["name"] for p in provenance["patches"]] == ["patches/0001-cpu-keep-the-chosen-worker-start-method.patch"]
-    cpu_py = "/opt/vllm/lib/python3.11/site-packages/vllm/platforms/cpu.py"
-    assert 'setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")' in sh(
-        1, f"docker run --rm --entrypoint cat {ref} {cpu_py}"
-    )
+    probe = f"docker run --rm --network none --entrypoint python3 {{}} -c {shlex.quote(START_METHOD_PROBE)}"
+    assert "start method: fork" in sh(1, probe.format(ref))  # the patch keeps the deployment's choice
+    assert "start method: spawn" in sh(0, probe.format(base))  # the base forces spawn whatever was asked
     assert LOAD_KEY not in sh(1, "cat /root/.ssh/authorized_keys 2>/dev/null || true")
 
     rc, out = build_image(base)
