@@ -101,8 +101,9 @@ def rollback_target(records, inventory, wanted="", running=""):
 
 def last_timed_start(records, inventory=None, image_ref=None):
     """The newest passing record whose start reached ready (its timeline ends with ready), of `image_ref` (the
-    image every rank ran: name@digest, or a built image's name) when given: the staged start's stage budgets come from it, and another image may spend longer in a stage (a cold
-    compile cache). A rerun that restarted nothing has no timeline and is skipped."""
+    image every rank ran: name@digest, or a built image's name) when given: the staged start's stage budgets come
+    from it, and another image may spend longer in a stage (a cold compile cache). A rerun that restarted nothing
+    has no timeline and is skipped."""
     candidates = [
         r
         for r in records
