@@ -46,7 +46,6 @@ def assert_never_ran(out, role, task=""):
     assert banner not in out, f"{banner}...] ran:\n{out[-3000:]}"
 
 
-LOCAL_SERIES = ROOT / "images" / "testbed" / "patches.local"
 LOCAL_PATCH = """--- a/vllm/platforms/cpu.py
 +++ b/vllm/platforms/cpu.py
 @@ -1,1 +1,2 @@
@@ -56,15 +55,15 @@ LOCAL_PATCH = """--- a/vllm/platforms/cpu.py
 
 
 @contextlib.contextmanager
-def local_patch():
-    """images/testbed with a user's own series (patches.local/, one harmless patch): another recipe, another image."""
-    shutil.rmtree(LOCAL_SERIES, ignore_errors=True)
-    LOCAL_SERIES.mkdir()
-    try:
-        (LOCAL_SERIES / "0001-local.patch").write_text(LOCAL_PATCH)
-        (LOCAL_SERIES / "series").write_text("0001-local.patch\n")
-        digest = hashlib.sha256(LOCAL_PATCH.encode()).hexdigest()
-        (LOCAL_SERIES / "SHA256SUMS").write_text(f"{digest}  0001-local.patch\n")
-        yield
-    finally:
-        shutil.rmtree(LOCAL_SERIES)
+def local_patch(tmp_path):
+    """A copy of images/ whose testbed folder has a user's own series (patches.local/, one harmless patch): another
+    recipe, another image. Never the checkout's own folder: the other shard's test bed reads it meanwhile. Yields the
+    extra vars that point the playbooks at the copy."""
+    images = tmp_path / "images"
+    shutil.copytree(ROOT / "images", images, ignore=shutil.ignore_patterns("patches.local", "provenance.json"))
+    local = images / "testbed" / "patches.local"
+    local.mkdir()
+    (local / "0001-local.patch").write_text(LOCAL_PATCH)
+    (local / "series").write_text("0001-local.patch\n")
+    (local / "SHA256SUMS").write_text(f"{hashlib.sha256(LOCAL_PATCH.encode()).hexdigest()}  0001-local.patch\n")
+    yield ["-e", f"spark_serve_images_dir={images}"]

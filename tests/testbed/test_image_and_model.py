@@ -291,8 +291,8 @@ BUILT = "docker images --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Digest}}' s
 LOAD_KEY = "spark-serve engine_image load"
 
 
-def build_image(base):
-    return ansible("molecule/engine_image/build.yml", "-e", f"spark_serve_image_base={base}", timeout=1800)
+def build_image(base, *extra):
+    return ansible("molecule/engine_image/build.yml", "-e", f"spark_serve_image_base={base}", *extra, timeout=1800)
 
 
 def built_ids():
@@ -305,7 +305,7 @@ def built_ids():
     return found
 
 
-def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_registry(prepared):
+def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_registry(prepared, tmp_path):
     """The only test of the registry-free path: the head builds images/testbed on the pushed vllm-cpu image as its
     pinned base, node-1 loads it over the fast link; a rerun builds and moves nothing; the user's own series
     (patches.local/) is a new recipe, a new image id on both nodes. No engine starts."""
@@ -329,8 +329,8 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     assert_never_ran(out, "engine_image", "Build the engine image from its pinned base")
     assert_never_ran(out, "engine_image", "Stream the head's image")
 
-    with local_patch():
-        rc, out = build_image(base)
+    with local_patch(tmp_path) as images:
+        rc, out = build_image(base, *images)
         assert rc == 0, out[-4000:]
         second = built_ids()
     new = {r: i for r, i in second[0].items() if r != ref}

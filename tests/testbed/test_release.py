@@ -124,18 +124,18 @@ def test_a_good_deploy_passes_the_gate_and_is_recorded(released):
     assert rc == 0, "the head keeps a copy of the record"
 
 
-def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released):
+def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released, tmp_path):
     good = records()[-1]
     assert good["status"] == "passed"
     before = records()
     started = time.monotonic()
     # The rejected deploy also runs another image: images/testbed with a patch of the user's (built by the prepare
     # play's image step): the rollback must bring back the good record's image id, not only its arguments.
-    with local_patch():
-        rc, out = playbook("molecule/engine_image/build.yml", timeout=1800)
+    with local_patch(tmp_path) as images:
+        rc, out = playbook("molecule/engine_image/build.yml", "inventories/testbed-pair", *images, timeout=1800)
         assert rc == 0, out[-4000:]
         rc, out = sf.deploy(
-            "-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"enable_prefix_caching": False}}})
+            "-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"enable_prefix_caching": False}}}), *images
         )
     print(f"\n[rejected deploy of a changed image + automatic rollback] {time.monotonic() - started:.0f} s")
     assert rc != 0, "a rejected deploy must fail the run even after a successful rollback"
