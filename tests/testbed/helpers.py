@@ -55,15 +55,16 @@ LOCAL_PATCH = """--- a/vllm/platforms/cpu.py
 
 
 @contextlib.contextmanager
-def local_patch(tmp_path):
-    """A copy of images/ whose testbed folder has a user's own series (patches.local/, one harmless patch): another
-    recipe, another image. Never the checkout's own folder: the other shard's test bed reads it meanwhile. Yields the
-    extra vars that point the playbooks at the copy."""
+def local_patch(tmp_path, mark=""):
+    """A copy of images/ whose testbed folder has a user's own series (patches.local/, one harmless patch, `mark` in
+    its comment): another recipe, another image. Never the checkout's own folder: the other shard's test bed reads it
+    meanwhile. Yields the extra vars that point the playbooks at the copy."""
     images = tmp_path / "images"
     shutil.copytree(ROOT / "images", images, ignore=shutil.ignore_patterns("patches.local", "provenance.json"))
     local = images / "testbed" / "patches.local"
     local.mkdir()
-    (local / "0001-local.patch").write_text(LOCAL_PATCH)
+    patch = LOCAL_PATCH.replace("(tests/testbed)", f"(tests/testbed) {mark}".rstrip())
+    (local / "0001-local.patch").write_text(patch)
     (local / "series").write_text("0001-local.patch\n")
-    (local / "SHA256SUMS").write_text(f"{hashlib.sha256(LOCAL_PATCH.encode()).hexdigest()}  0001-local.patch\n")
+    (local / "SHA256SUMS").write_text(f"{hashlib.sha256(patch.encode()).hexdigest()}  0001-local.patch\n")
     yield ["-e", f"spark_serve_images_dir={images}"]

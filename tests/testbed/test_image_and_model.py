@@ -19,6 +19,7 @@ import sys
 import time
 
 import pytest
+from ansible.module_utils.image_recipe import recipe
 
 from tests.runner import command_env
 from tests.testbed.helpers import BIN, INSTANCE, ROOT, assert_never_ran, local_patch, node_exec, run
@@ -287,7 +288,6 @@ config.lora_config = None
 CpuPlatform.check_and_update_config(config)
 print("start method:", os.environ["VLLM_WORKER_MULTIPROC_METHOD"])
 """
-BUILT = "docker images --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Digest}}' spark-serve/testbed"
 LOAD_KEY = "spark-serve engine_image load"
 
 
@@ -295,44 +295,53 @@ def build_image(base, *extra):
     return ansible("molecule/engine_image/build.yml", "-e", f"spark_serve_image_base={base}", *extra, timeout=1800)
 
 
-def built_ids():
-    """{node: {ref: image id}} of the built images on both nodes, and whether node-1's came without a digest."""
-    found = {}
+def image_ids(ref):
+    """The id of `ref` on each node ('' where absent); a loaded image carries no registry digest."""
+    ids = []
     for index in (0, 1):
-        rows = [line.split() for line in sh(index, BUILT).splitlines() if line.strip()]
-        found[index] = {row[0]: row[1] for row in rows}
-        assert all(row[2] == "<none>" for row in rows), f"node-{index} got a registry digest: {rows}"
-    return found
+        rc, out = node_exec(index, f"docker image inspect -f '{{{{.Id}}}} {{{{json .RepoDigests}}}}' {ref}")
+        image_id, _, digests = out.strip().partition(" ") if rc == 0 else ("", "", "[]")
+        assert json.loads(digests or "[]") == [], f"node-{index} holds {ref} with a registry digest: {digests}"
+        ids.append(image_id)
+    return ids
 
 
 def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_registry(prepared, tmp_path):
-    """The only test of the registry-free path: the head builds images/testbed on the pushed vllm-cpu image as its
-    pinned base, node-1 loads it over the fast link; a rerun builds and moves nothing; the user's own series
-    (patches.local/) is a new recipe, a new image id on both nodes. No engine starts."""
+    """The only test of the registry-free path, on recipes of its own (a user's patch with this run's mark, so no
+    earlier run or other test left the image): the head builds images/testbed on the pushed vllm-cpu image as its
+    pinned base, node-1 loads it over the fast link, the patch's effect shows in the image; a rerun builds and
+    moves nothing; another patch of the user's is another image id on both nodes. No engine starts."""
     pinned = json.loads((STATE / "engine-image.json").read_text())
     base = f"{pinned['name']}@{pinned['digest']}"
-    rc, out = build_image(base)
-    assert rc == 0, out[-4000:]
-    first = built_ids()
-    assert len(first[0]) == 1 and first[0] == first[1], first  # one image, the same id on both nodes
-    ref = next(iter(first[0]))
+    mark = f"{time.time_ns()}"
+    with local_patch(tmp_path / "a", mark) as images:
+        ref = recipe(images[1].split("=", 1)[1], "testbed", base)["ref"]
+        assert image_ids(ref) == ["", ""], f"{ref} is already on a node"
+        rc, out = build_image(base, *images)
+        assert rc == 0, out[-4000:]
+        first = image_ids(ref)
+        assert first[0].startswith("sha256:") and first[0] == first[1], first  # the head's image on node-1 too
+        rc, rerun = build_image(base, *images)
     provenance = json.loads(sh(1, f"docker run --rm --entrypoint cat {ref} /opt/spark-serve/image/provenance.json"))
     assert provenance["vllm_version"] == "0.32.0+cpu"
-    assert [p["name"] for p in provenance["patches"]] == ["patches/0001-cpu-keep-the-chosen-worker-start-method.patch"]
+    assert [p["name"] for p in provenance["patches"]] == [
+        "patches/0001-cpu-keep-the-chosen-worker-start-method.patch",
+        "patches.local/0001-local.patch",
+    ]
     probe = f"docker run --rm --network none --entrypoint python3 {{}} -c {shlex.quote(START_METHOD_PROBE)}"
     assert "start method: fork" in sh(1, probe.format(ref))  # the patch keeps the deployment's choice
     assert "start method: spawn" in sh(0, probe.format(base))  # the base forces spawn whatever was asked
     assert LOAD_KEY not in sh(1, "cat /root/.ssh/authorized_keys 2>/dev/null || true")
 
-    rc, out = build_image(base)
-    assert rc == 0 and out.count("changed=0") == 3, out[-3000:]  # localhost and both nodes
-    assert_never_ran(out, "engine_image", "Build the engine image from its pinned base")
-    assert_never_ran(out, "engine_image", "Stream the head's image")
+    assert rc == 0 and rerun.count("changed=0") == 3, rerun[-3000:]  # localhost and both nodes
+    assert_never_ran(rerun, "engine_image", "Build the engine image from its pinned base")
+    assert_never_ran(rerun, "engine_image", "Stream the head's image")
 
-    with local_patch(tmp_path) as images:
+    with local_patch(tmp_path / "b", mark + "-changed") as images:
+        other = recipe(images[1].split("=", 1)[1], "testbed", base)["ref"]
         rc, out = build_image(base, *images)
-        assert rc == 0, out[-4000:]
-        second = built_ids()
-    new = {r: i for r, i in second[0].items() if r != ref}
-    assert len(new) == 1 and second[0] == second[1], second
-    assert next(iter(new.values())) != first[0][ref]  # another recipe, another image id
+    assert rc == 0, out[-4000:]
+    second = image_ids(other)
+    assert other != ref and second[0] == second[1] and second[0] not in ("", first[0]), (first, second)
+    for index in (0, 1):  # test set-up only: these two images are this test's own
+        sh(index, f"docker rmi {ref} {other} >/dev/null")
