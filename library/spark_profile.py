@@ -28,11 +28,8 @@ options:
   images_dir:
     description: The image folders (C(images/<build>/)); default the C(images) folder beside the schema's folder.
     type: path
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - read_only
 """
 
 EXAMPLES = r"""

@@ -25,11 +25,8 @@ options:
   tuned_table:
     description: File name of the tuned MoE table the profile names, when it names one.
     type: str
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - read_only
 author:
   - spark-serve
 """

@@ -22,7 +22,6 @@ when the recipe changes. `push` writes {"name": "<registry as nodes see it>/spar
 """
 
 import argparse
-import hashlib
 import json
 import re
 import subprocess
@@ -33,7 +32,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1] / "module_utils"))  # image_recipe is pure (no Ansible imports)
 import testbed as tb
+from image_recipe import file_sha256
 
 ENGINE_SUITE = "bookworm"  # python3.11: the torch 2.13.0+cpu wheel is cp311
 BASE_PACKAGES = ["python3", "python3-venv", "libnuma1", "ca-certificates", "curl"]
@@ -90,14 +91,6 @@ def torch_wheel():
     if not wheels:
         raise SystemExit(f"[engine_image] no torch {TORCH_VERSION} cp311 wheel in {WHEEL_DIR}")
     return wheels[-1]
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def base_tag():

@@ -19,11 +19,8 @@ options:
     description: The recipe to build (build, base, inputs_sha256, dockerfile_sha256, applier_sha256, patches).
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - read_only
 author:
   - spark-serve
 """

@@ -35,11 +35,8 @@ options:
     description: Seconds the container may take (importing vLLM takes about 10 s).
     type: int
     default: 300
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - read_only
 author:
   - spark-serve
 """
