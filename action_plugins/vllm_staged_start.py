@@ -33,6 +33,7 @@ from ansible.module_utils.rank_watch import (
     STAGES,
     STALLED,
     Freeze,
+    Progress,
     evidence_command,
     link_problem,
     parse_evidence,
@@ -41,6 +42,7 @@ from ansible.module_utils.rank_watch import (
     stage_budgets,
     stage_of,
     stall_sign,
+    stuck,
     timeouts,
     top_frames,
     waits_at_rendezvous,
@@ -76,6 +78,7 @@ ARGUMENT_SPEC = dict(
     quiet_s=dict(type="float", default=15),
     rendezvous_probe_s=dict(type="float", default=5),
     freeze_s=dict(type="float", default=10),
+    idle_s=dict(type="float", default=15),
     py_spy=dict(type="str", default="/usr/local/bin/py-spy"),
     history=dict(
         type="dict",
@@ -98,6 +101,7 @@ class Rank:
         self.log_mark, self.log_changed_at, self.probed_at = None, 0.0, 0.0
         self.waiting_at = None  # when the log first showed the rank at the rendezvous
         self.freeze = Freeze()
+        self.progress = Progress()
 
     @property
     def label(self):
@@ -188,22 +192,26 @@ class Rank:
         why = "timed out after 3 s" if rc == 124 else (out + err).strip().rsplit(": ", 1)[-1]
         return rc == 0 or "refused" in why.lower(), why
 
-    def stacks(self, py_spy):
-        """py-spy dumps of every process of the rank's container (empty when it has none left)."""
-        _, out, err = self.run(stacks_command(self.container, shlex.quote(py_spy)), timeout=300)
-        return (out + err).strip()
+    LOG_MARK = "=== spark-serve: the container's log ==="
 
-    def log_lines(self, tail=400):
-        _, out, err = self.run(f"docker logs --tail {tail} {self.container} 2>&1", timeout=30)
-        return (out + err).splitlines()
+    def evidence(self, py_spy, tail=200):
+        """(py-spy dumps of every process of the rank's container, read at once with a bound; its last log lines) in
+        one round trip: empty dumps when it has no process left."""
+        _, out, err = self.run(
+            f"{stacks_command(self.container, shlex.quote(py_spy))}; echo '{self.LOG_MARK}'; "
+            f"docker logs --tail {tail} {self.container} 2>&1",
+            timeout=60,
+        )
+        stacks, _, log = (out + err).partition(self.LOG_MARK)
+        return stacks.strip(), log.strip("\n").splitlines()
 
     def close(self):
         if self.connection:
             self.connection.close()
 
-    def down(self):
-        # compose stop sends SIGTERM to the engine, waits 10 s, then kills: never a bare SIGKILL first.
-        return self.run(f"{self.compose} down --timeout 10 --remove-orphans", timeout=120)
+    def down(self, grace_s=10):
+        # compose stop sends SIGTERM to the engine, waits grace_s, then kills: never a bare SIGKILL first.
+        return self.run(f"{self.compose} down --timeout {int(grace_s)} --remove-orphans", timeout=120)
 
     def up(self):
         return self.run(f"{self.compose} up -d --no-recreate", timeout=300)
@@ -319,6 +327,7 @@ class ActionModule(ActionBase):
                         result, ranks, rank, rank.freeze.reason(frozen_s, last), started, log_dir, timeline
                     )
                 new_sign = rank.track(lines, elapsed)
+                rank.progress.observe(evidence, rank.log_changed_at == elapsed or rank.stage_at == elapsed, elapsed)
                 problem = rank.netdev and link_problem(rank.netdev, args["mtu"], link)
                 if problem:
                     return self.failed(result, ranks, rank, self.with_line(problem, ranks), started, log_dir, timeline)
@@ -339,9 +348,14 @@ class ActionModule(ActionBase):
                     return self.failed(
                         result, ranks, culprit, self.with_line(problem, [culprit] + ranks), started, log_dir, timeline
                     )
-            stuck = self.overstayed(ranks, elapsed, budgets, args["quiet_s"])
-            if stuck:
-                culprit, problem = stuck
+            idle = stuck([(rank, rank.stage, rank.progress) for rank in ranks], elapsed, args["idle_s"])
+            if idle:
+                culprit, quiet = idle
+                problem = self.idle_problem(ranks, culprit, quiet, elapsed)
+                return self.failed(result, ranks, culprit, problem, started, log_dir, timeline)
+            overstay = self.overstayed(ranks, elapsed, budgets, args["quiet_s"])
+            if overstay:
+                culprit, problem = overstay
                 return self.failed(result, ranks, culprit, problem, started, log_dir, timeline)
             if health == "200":
                 timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
@@ -388,6 +402,17 @@ class ActionModule(ActionBase):
             if rank.sign and elapsed - max(rank.sign_since, head.waiting_at) >= grace_s:
                 return rank
         return None
+
+    @staticmethod
+    def idle_problem(ranks, culprit, quiet, elapsed):
+        """The idle rule's verdict with every rank's per-process evidence, the culprit's first."""
+        others = "; ".join(f"{rank.label}: {rank.progress.describe(elapsed)}" for rank in ranks if rank is not culprit)
+        return (
+            f"no rank has made progress for {quiet:.0f} s (no process above 5 % of a core or 64 KiB/s of I/O, no log "
+            f"line, no new stage): the start is stuck; {culprit.label} is furthest behind "
+            f"('{STAGES[culprit.stage][0]}', quiet for {elapsed - culprit.progress.active_at:.0f} s): "
+            f"{culprit.progress.describe(elapsed)}" + (f"; {others}" if others else "")
+        )
 
     def overstayed(self, ranks, elapsed, budgets, quiet_s):
         """(culprit, problem) when a rank has stayed in its stage past the budget the last passing start gives it
@@ -496,13 +521,20 @@ class ActionModule(ActionBase):
         return holders
 
     def failed(self, result, ranks, culprit, reason, started, log_dir, timeline):
+        """The verdict first, at once; then every rank at the same time: its stacks and last log lines read (each
+        bounded), then stopped (SIGTERM, 5 s, then the container removed)."""
         elapsed = time.monotonic() - started
         display.display(f"[vllm] {elapsed:5.0f} s  DETECTED: {culprit.label} failed: {reason}; stopping every rank")
         folder = self.failure_folder(log_dir)
-        stacks, frames = self.collect_stacks(ranks, folder)  # before the stop: what every rank was doing
-        saved = self.collect_logs(ranks, folder)
-        for rank in ranks:  # head first: it would otherwise keep waiting for the workers
-            rank.down()
+
+        def evidence_then_down(rank):
+            found = rank.evidence(self.py_spy) if folder else ("", [])
+            rank.down(grace_s=5)
+            return found
+
+        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:  # every node at once
+            found = list(pool.map(evidence_then_down, ranks))
+        stacks, frames, saved = self.save_evidence(ranks, found, folder)
         message = (
             f"{culprit.label} failed first after {elapsed:.0f} s: {reason}. Every rank was stopped "
             f"(SIGTERM, then container removal); model cache and images untouched. Last log lines: "
@@ -512,7 +544,7 @@ class ActionModule(ActionBase):
             message += f". Stacks (py-spy): {', '.join(stacks)}" + (
                 f"; top frames: {' | '.join(frames)}" if frames else ""
             )
-        display.display(f"[vllm] {elapsed:5.0f} s  FAILED: {message}")
+        display.display(f"[vllm] {time.monotonic() - started:5.0f} s  FAILED: {message}")
         result.update(
             failed=True,
             ready=False,
@@ -537,31 +569,22 @@ class ActionModule(ActionBase):
         os.makedirs(folder, exist_ok=True)
         return folder
 
-    def collect_stacks(self, ranks, folder):
-        """(paths, top frames): every rank's py-spy dumps saved in `folder`, for ranks that still have processes."""
+    @staticmethod
+    def save_evidence(ranks, found, folder):
+        """(stack paths, top frames, log paths): each rank's py-spy dumps and last log lines saved in `folder`."""
         if not folder:
-            return [], []
-        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:  # every node at once
-            dumps = list(pool.map(lambda rank: rank.stacks(self.py_spy), ranks))
-        paths, frames = [], []
-        for rank, dump in zip(ranks, dumps, strict=True):
+            return [], [], []
+        stacks, frames, saved = [], [], []
+        for rank, (dump, lines) in zip(ranks, found, strict=True):
+            path = os.path.join(folder, f"rank{rank.rank}-{rank.host}.log")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+            saved.append(path)
             if not dump:
                 continue
             path = os.path.join(folder, f"rank{rank.rank}-{rank.host}.stacks.txt")
             with open(path, "w", encoding="utf-8") as out:
                 out.write(dump + "\n")
-            paths.append(path)
+            stacks.append(path)
             frames += [f"{rank.label} {frame}" for frame in top_frames(dump, limit=2)]
-        return paths, frames
-
-    @staticmethod
-    def collect_logs(ranks, folder):
-        if not folder:
-            return []
-        saved = []
-        for rank in ranks:
-            path = os.path.join(folder, f"rank{rank.rank}-{rank.host}.log")
-            with open(path, "w", encoding="utf-8") as out:
-                out.write("\n".join(rank.log_lines(tail=200)) + "\n")
-            saved.append(path)
-        return saved
+        return stacks, frames, saved

@@ -13,11 +13,16 @@ description:
     holds. Then starts the headless workers, then the head, and watches every rank at once (container state,
     failure lines in the log such as C(WorkerProc failed to start), C(DistStoreError), tracebacks, and the head's
     /health), printing elapsed time and stage reached.
-  - On the first dead rank it stops every rank (SIGTERM, then the container), saves each rank's last log lines on
-    the controller and fails naming the rank and the reason; model cache and images are untouched.
+  - On the first dead rank it prints the verdict at once (a C(DETECTED) line naming the rank and why), then on every
+    rank at the same time saves its stacks and last log lines on the controller and stops it (SIGTERM, 5 s, then
+    the container), and fails naming the rank and the reason; model cache and images are untouched.
   - A rank that is frozen (every process stopped, uninterruptible or a zombie, with no CPU time, I/O or log line
     from look to look) fails the start after O(freeze_s), naming that rank and the evidence, not the rank that
     waits for it.
+  - Idle means stuck, whatever state the processes are in. When for O(idle_s) no process of any rank uses more
+    than 5 % of a core or 64 KiB/s of I/O, no rank logs a line and none reaches a new stage, the start fails
+    blaming the rank furthest behind (among equals the one quiet first), with every process's name, state and
+    seconds without progress (a worker frozen or stuck in a blocking call while the others wait for it).
   - A rank that is alive but cannot talk is found too. The fast link's state and MTU (sysfs) are read at every
     look and a link that is down or has another MTU fails the start naming its node. A rank whose latest log line
     is a stall line, or whose log stops moving, re-probes the fabric (DF pings between every pair of ranks at the
@@ -115,10 +120,17 @@ options:
         and the evidence. A rank whose processes sleep (waiting for another rank) is never blamed for a freeze.
     type: float
     default: 10
+  idle_s:
+    description:
+      - Seconds with no progress on any rank (no process above 5 % of a core or 64 KiB/s of I/O, no log line, no
+        new stage) before the start fails as stuck. A rank that imports, loads or compiles is never idle.
+    type: float
+    default: 15
   py_spy:
     description:
       - The node's py-spy (roles/py_spy). On a failed start, before any rank is stopped, every process of every
-        rank that still runs is dumped with C(py-spy dump --nonblocking) (a stopped process too); the dumps are
+        rank that still runs is dumped with C(py-spy dump --nonblocking) (a stopped process too; all at once, each
+        within 5 s); the dumps are
         saved beside the collected logs, listed in the failure with the top frames quoted, and returned.
     type: str
     default: /usr/local/bin/py-spy

@@ -138,28 +138,39 @@ def timeouts(expected_load_s, distributed_timeout_s=None, backend="nccl", margin
 # waiting for another rank, which is normal during a start: it is never blamed for a freeze.
 FROZEN_STATES = {"T": "stopped", "t": "traced", "D": "uninterruptible", "Z": "zombie", "X": "dead"}
 
-# One line from the node: `<processes> <their states> <CPU ticks> <I/O bytes>` (EVIDENCE_COMMAND's output).
+# One line from the node: `<processes> <their states> <CPU ticks> <I/O bytes>` for the whole container, then one
+# `pid:state:ticks:bytes:name` per process (EVIDENCE_COMMAND's output; the name is /proc/PID/comm, which vLLM sets to
+# its process title, e.g. VLLM::Worker_TP, truncated by the kernel to 15 characters).
 CLOCK_TICKS = 100  # USER_HZ on Linux
 
 
 def evidence_command(container):
     """Shell that prints the container's progress evidence in one line: how many processes, the state letter of
     each, their CPU time (utime + stime, clock ticks) and the bytes they read and wrote (rchar + wchar, sockets and
-    pipes included), from /proc on the node."""
+    pipes included, plus read_bytes: pages a memory-mapped load fetched from storage), then each process apart, from
+    /proc on the node."""
     return (
         f"for p in $(docker top {container} -eo pid 2>/dev/null | tail -n +2); do "
         "s=$(cut -d')' -f2- /proc/$p/stat 2>/dev/null) && "
-        "echo \"$s $(awk '/^(rchar|wchar):/{t+=$2} END{print t+0}' /proc/$p/io 2>/dev/null)\"; "
-        'done | awk \'{st=st $1; cpu+=$12+$13; io+=$NF; n++} END{print n+0, (st=="" ? "-" : st), cpu+0, io+0}\''
+        "echo \"$p $(tr ' ' '_' </proc/$p/comm 2>/dev/null) $s "
+        "$(awk '/^(rchar|wchar|read_bytes):/{t+=$2} END{print t+0}' /proc/$p/io 2>/dev/null)\"; "
+        'done | awk \'{st=st $3; cpu+=$14+$15; io+=$NF; n++; each=each " " $1 ":" $3 ":" $14+$15 ":" $NF '
+        '":" $2} END{print n+0, (st=="" ? "-" : st), cpu+0, io+0 each}\''
     )
 
 
 def parse_evidence(line):
-    """(processes, states, cpu_ticks, io_bytes) from evidence_command's line, or None when unreadable."""
+    """(processes, states, cpu_ticks, io_bytes, each) from evidence_command's line, `each` a tuple of
+    (pid, name, state, cpu_ticks, io_bytes) per process; None when unreadable."""
     fields = line.split()
-    if len(fields) != 4 or not all(f.isdigit() for f in (fields[0], fields[2], fields[3])) or fields[0] == "0":
+    if len(fields) < 4 or not all(f.isdigit() for f in (fields[0], fields[2], fields[3])) or fields[0] == "0":
         return None
-    return int(fields[0]), fields[1], int(fields[2]), int(fields[3])
+    each = []
+    for entry in fields[4:]:
+        pid, state, cpu, io, name = (entry.split(":", 4) + ["", "", "", ""])[:5]
+        if pid.isdigit() and cpu.isdigit() and io.isdigit():
+            each.append((int(pid), name or "?", state, int(cpu), int(io)))
+    return int(fields[0]), fields[1], int(fields[2]), int(fields[3]), tuple(each)
 
 
 def describe_states(states):
@@ -184,7 +195,7 @@ class Freeze:
         if evidence is None or previous is None or previous[0] is None:
             self.since = None
             return None
-        (_, states, cpu, io), (_, _, cpu_before, io_before) = evidence, previous[0]
+        (_, states, cpu, io, _), (_, _, cpu_before, io_before, _) = evidence, previous[0]
         still = cpu == cpu_before and io == io_before and log_mark == previous[1]
         if not (still and all(s in FROZEN_STATES for s in states)):
             self.since = None
@@ -202,13 +213,70 @@ class Freeze:
         )
 
 
-def stacks_command(container, py_spy):
-    """Shell that dumps the stacks of every process of the container with py-spy, each after a `=== pid` header
-    naming its command line. --nonblocking reads a process without pausing it, so a stopped one can be read too."""
+# Below these rates a process makes no progress: a rank waiting at a rendezvous polls its store (measured on the test
+# bed: under 1 % of a core and about 5 KiB/s), while one that imports, loads or compiles uses far more of either.
+IDLE_CPU_SHARE = 0.05  # of one core
+IDLE_IO_RATE = 64 * 1024  # bytes per second
+
+
+class Progress:
+    """When one rank last made progress: a process using more than IDLE_CPU_SHARE of a core or IDLE_IO_RATE of I/O
+    between two looks, a process that appeared, a new log line or a new stage. Whatever state its processes are in:
+    a worker stuck in a blocking call sleeps (state S) as a waiting one does, and only its lack of progress tells."""
+
+    def __init__(self, now=0.0):
+        self.active_at = now  # the rank's last progress of any kind
+        self.processes = {}  # pid: (name, state, cpu ticks, io bytes, seen at, last progress at)
+
+    def observe(self, evidence, moved, now):
+        """Take one look's evidence (None: unreadable, nothing learnt); `moved`: its log or stage moved."""
+        if moved:
+            self.active_at = now
+        if evidence is None:
+            return
+        processes = {}
+        for pid, name, state, cpu, io in evidence[4]:
+            before = self.processes.get(pid)
+            progressed = before is None or self.progressed(before, cpu, io, now)
+            processes[pid] = (name, state, cpu, io, now, now if progressed else before[5])
+            self.active_at = now if progressed else self.active_at
+        self.processes = processes
+
+    @staticmethod
+    def progressed(before, cpu, io, now):
+        seconds = max(now - before[4], 1e-3)
+        return cpu - before[2] > IDLE_CPU_SHARE * CLOCK_TICKS * seconds or io - before[3] > IDLE_IO_RATE * seconds
+
+    def describe(self, now):
+        """Each process with its state and how long it has made no progress, the longest first."""
+        by_idle = sorted(self.processes.items(), key=lambda item: item[1][5])
+        return ", ".join(
+            f"{name} (pid {pid}, state {state}) {now - progress_at:.0f} s without progress"
+            for pid, (name, state, _, _, _, progress_at) in by_idle
+        )
+
+
+def stuck(ranks, now, idle_s):
+    """(culprit, quiet seconds) when no rank has made progress for idle_s, else None. `ranks`: (rank, stage index,
+    Progress) with the head first; the culprit is the rank furthest behind, among those the one that went quiet
+    first (the others wait for it)."""
+    quiet = min(now - progress.active_at for _, _, progress in ranks)
+    if quiet < idle_s:
+        return None
+    culprit = min(ranks, key=lambda entry: (entry[1], entry[2].active_at))
+    return culprit[0], quiet
+
+
+def stacks_command(container, py_spy, bound_s=5):
+    """Shell that dumps the stacks of every process of the container with py-spy, all at once and each within
+    bound_s, then prints them in pid order, each after a `=== pid` header naming its command line. --nonblocking
+    reads a process without pausing it, so a stopped one can be read too."""
     return (
+        "d=$(mktemp -d) && "
         f"for p in $(docker top {container} -eo pid 2>/dev/null | tail -n +2); do "
-        "echo \"=== pid $p: $(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; "
-        f"timeout 20 {py_spy} dump --nonblocking --pid $p 2>&1; done"
+        "(echo \"=== pid $p: $(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; "
+        f"timeout {int(bound_s)} {py_spy} dump --nonblocking --pid $p 2>&1) >$d/$p & done; wait; "
+        'for f in $(ls $d | sort -n); do cat $d/$f; done; rm -rf "$d"'
     )
 
 

@@ -61,8 +61,8 @@ def nodes(monkeypatch):
 
     def run(rank, command, timeout=60):
         node = cluster[rank.host]
-        if " down --timeout 10" in command:
-            events.append((rank.host, "down"))
+        if " down --timeout " in command:
+            events.append((rank.host, "down" if " --timeout 10 " in command else "down after a failure"))
             return 0, "", ""
         if " up -d --no-recreate" in command:
             events.append((rank.host, "up"))
@@ -87,10 +87,10 @@ def nodes(monkeypatch):
         if command.startswith("timeout 3 bash -c 'exec 3<>/dev/tcp/10.0.0.1/29501'"):
             node.probes.append("port")
             return node.port
-        if command.startswith("for p in $(docker top") and "dump --nonblocking" in command:
-            return 0, node.stacks, ""
-        if command.startswith("docker logs"):
-            return 0, "\n".join(node.script[-1][3]) + "\n", ""
+        if command.startswith("d=$(mktemp -d)") and "dump --nonblocking" in command:
+            events.append((rank.host, "evidence"))
+            log = "\n".join(node.script[-1][3])
+            return 0, f"{node.stacks}\n{vllm_staged_start.Rank.LOG_MARK}\n{log}\n", ""
         raise AssertionError(f"unexpected command on {rank.host}: {command}")
 
     monkeypatch.setattr(vllm_staged_start.Rank, "run", run)
@@ -112,7 +112,7 @@ def action(args, check_mode=False):
 
 
 def pair_args(tmp_path, **extra):
-    return dict(ranks=[spec("spark-a", 0), spec("spark-b", 1)], compose_dir="/etc/spark-serve", poll_s=0, **extra)
+    return dict(ranks=[spec("spark-a", 0), spec("spark-b", 1)], compose_dir="/etc/spark-serve", **{"poll_s": 0, **extra})
 
 
 def test_workers_start_before_the_head_and_ready_needs_health_200(nodes, tmp_path):
@@ -175,6 +175,44 @@ def test_ranks_that_sleep_while_they_wait_are_never_frozen(nodes, tmp_path):
     cluster["spark-a"] = Node(quiet + [("running", 0, "200", READY)], evidence=("4 SSSS 900 70000",))
     cluster["spark-b"] = Node([("running", 0, "-", LOADING)], evidence=("3 SSD 450 6000",))
     assert action(pair_args(tmp_path, freeze_s=0)).run(task_vars={})["ready"] is True
+
+
+HEAD_WAITING = ["world_size=2 rank=0 distributed_init_method=tcp://10.0.0.1:29501 backend=gloo"]
+HEAD_SLEEPS = (
+    "4 SSSS 900 70000 1:S:400:50000:vllm 2:S:1:9:python3 3:S:200:900:VLLM::EngineCor 4:S:299:19091:VLLM::Worker"
+)
+
+
+def worker_evidence(cpu):
+    """The worker rank's launcher asleep beside its worker (state S, stuck in a blocking call) at `cpu` ticks."""
+    return f"2 SS {100 + cpu} 7000 5:S:100:5000:vllm 6:S:{cpu}:2000:VLLM::Worker_TP"
+
+
+def test_a_worker_stuck_alone_while_every_process_sleeps_is_found_by_its_lack_of_progress(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "000", HEAD_WAITING)], evidence=(HEAD_SLEEPS,))
+    cluster["spark-b"] = Node([("running", 0, "-", [])], evidence=(worker_evidence(50),))
+    result = action(pair_args(tmp_path, idle_s=0.2, freeze_s=3600, log_dir=str(tmp_path / "logs"))).run(task_vars={})
+    assert (result["failed_rank"], result["failed_host"]) == (1, "spark-b"), "furthest behind: the head waits for it"
+    reason = result["reason"]
+    assert reason.startswith("no rank has made progress for 0 s (no process above 5 % of a core or 64 KiB/s of I/O")
+    assert "rank 1 (spark-b) is furthest behind ('container started', quiet for 0 s): vllm (pid 5, state S)" in reason
+    assert "VLLM::Worker_TP (pid 6, state S)" in reason and "rank 0 (spark-a): vllm (pid 1, state S)" in reason
+    after = events[events.index(("spark-a", "up")) + 1 :]
+    assert sorted(after[:4]) == sorted(
+        [("spark-a", "evidence"), ("spark-b", "evidence"), ("spark-a", "down after a failure")]
+        + [("spark-b", "down after a failure")]
+    ), "each rank's evidence is read, then it is stopped with the short grace"
+    assert sorted(Path(path).name for path in result["logs"]) == ["rank0-spark-a.log", "rank1-spark-b.log"]
+
+
+def test_a_rank_that_works_silently_is_never_idle(nodes, tmp_path):
+    cluster, _ = nodes
+    silent = [("running", 0, "000", HEAD_WAITING)] * 30
+    cluster["spark-a"] = Node(silent + [("running", 0, "200", READY)], evidence=(HEAD_SLEEPS,))
+    loading = [worker_evidence(50 + 100 * look) for look in range(40)]  # a full core, no log line
+    cluster["spark-b"] = Node([("running", 0, "-", [])], evidence=loading)
+    assert action(pair_args(tmp_path, idle_s=0.05, poll_s=0.01, freeze_s=3600)).run(task_vars={})["ready"] is True
 
 
 HISTORY = {

@@ -1,8 +1,10 @@
 """Reading rank state from container state and real vLLM log lines."""
 
+import pytest
 from ansible.module_utils.rank_watch import (
     STAGES,
     Freeze,
+    Progress,
     describe_states,
     failure_reason,
     link_problem,
@@ -11,6 +13,7 @@ from ansible.module_utils.rank_watch import (
     stage_budgets,
     stage_of,
     stall_sign,
+    stuck,
     timeouts,
     waits_at_rendezvous,
 )
@@ -94,20 +97,100 @@ def test_eager_mode_is_no_compile_stage_and_the_rendezvous_is_read_from_its_own_
 
 
 def test_evidence_lines_are_read_or_refused():
-    assert parse_evidence("3 SRT 1234 56789") == (3, "SRT", 1234, 56789)
+    line = "3 SRT 1234 56789 7:S:400:50000:vllm 9:R:800:6000:VLLM::EngineCor 12:T:34:789:VLLM::Worker_TP"
+    assert parse_evidence(line) == (
+        3,
+        "SRT",
+        1234,
+        56789,
+        ((7, "vllm", "S", 400, 50000), (9, "VLLM::EngineCor", "R", 800, 6000), (12, "VLLM::Worker_TP", "T", 34, 789)),
+    ), "a process title holding colons keeps them"
+    assert parse_evidence("3 SRT 1234 56789") == (3, "SRT", 1234, 56789, ())
     assert parse_evidence("0 - 0 0") is None, "no process seen: nothing to judge"
     assert parse_evidence("") is None and parse_evidence("3 SRT x 1") is None
 
 
+def look(*processes):
+    """Evidence of one look from (pid, name, state, cpu ticks, io bytes) per process."""
+    return (len(processes), "".join(p[2] for p in processes), 0, 0, tuple(processes))
+
+
+# A rank's processes from look to look (one second apart): (seconds, evidence, its log or stage moved) -> the time
+# of its last progress after that look.
+PROGRESS = [
+    ("a new process is news", [(0, look((1, "vllm", "S", 100, 10)), False)], 0),
+    (
+        "a waiting rank's polling (under 5 % of a core, 5 KiB/s) is no progress",
+        [(0, look((1, "vllm", "S", 100, 10)), False), (1, look((1, "vllm", "S", 104, 5000)), False)],
+        0,
+    ),
+    (
+        "a loading process's CPU is progress",
+        [(0, look((1, "vllm", "S", 100, 10)), False), (1, look((1, "vllm", "R", 160, 10)), False)],
+        1,
+    ),
+    (
+        "a memory-mapped load's page-ins (read_bytes) are progress",
+        [(0, look((1, "vllm", "D", 100, 0)), False), (2, look((1, "vllm", "D", 101, 50 << 20)), False)],
+        2,
+    ),
+    (
+        "a log line is progress though every process sleeps",
+        [(0, look((1, "vllm", "S", 100, 10)), False), (3, look((1, "vllm", "S", 100, 10)), True)],
+        3,
+    ),
+    (
+        "a worker stuck in a blocking call sleeps like a waiting one: only its missing progress tells",
+        [
+            (0, look((1, "vllm", "S", 100, 10), (2, "VLLM::Worker_TP", "R", 50, 10)), False),
+            (1, look((1, "vllm", "S", 100, 10), (2, "VLLM::Worker_TP", "S", 90, 10)), False),
+            (30, look((1, "vllm", "S", 100, 10), (2, "VLLM::Worker_TP", "S", 90, 10)), False),
+        ],
+        1,
+    ),
+    (
+        "unreadable evidence teaches nothing",
+        [(0, look((1, "vllm", "S", 100, 10)), False), (5, None, False)],
+        0,
+    ),
+]
+
+
+@pytest.mark.parametrize("looks, last_progress", [case[1:] for case in PROGRESS], ids=[case[0] for case in PROGRESS])
+def test_progress_is_cpu_io_a_new_process_a_log_line_or_a_stage(looks, last_progress):
+    progress = Progress()
+    for now, evidence, moved in looks:
+        progress.observe(evidence, moved, now)
+    assert progress.active_at == last_progress
+
+
+def test_the_stuck_rank_is_the_one_furthest_behind_then_the_one_quiet_first_and_says_each_process():
+    head, worker = Progress(), Progress()
+    head.observe(look((1, "vllm", "S", 100, 10), (3, "VLLM::Worker_TP", "R", 10, 10)), False, 0)
+    worker.observe(look((5, "vllm", "S", 100, 10), (6, "python3", "T", 1, 10)), False, 0)
+    head.observe(look((1, "vllm", "S", 100, 10), (3, "VLLM::Worker_TP", "S", 900, 10)), False, 9)  # reached the wait
+    worker.observe(look((5, "vllm", "S", 100, 10), (6, "python3", "T", 1, 10)), False, 9)
+    assert stuck([("head", 2, head), ("worker", 0, worker)], 20, 15) is None, "the head moved 11 s ago"
+    assert stuck([("head", 2, head), ("worker", 0, worker)], 24, 15) == ("worker", 15), "furthest behind"
+    assert stuck([("head", 0, head), ("worker", 0, worker)], 24, 15) == ("worker", 15), "the same stage: quiet first"
+    assert (
+        worker.describe(24)
+        == "vllm (pid 5, state S) 24 s without progress, python3 (pid 6, state T) 24 s without progress"
+    )
+    assert head.describe(24).startswith(
+        "vllm (pid 1, state S) 24 s without progress, VLLM::Worker_TP (pid 3, state S) 15"
+    )
+
+
 def test_a_freeze_needs_no_progress_of_any_kind_and_no_process_that_can_run():
     freeze = Freeze()
-    assert freeze.observe((2, "TT", 10, 99), (5, "last"), 0.0) is None
-    assert freeze.observe((2, "TT", 10, 99), (5, "last"), 1.0) == 0.0, "the frozen run starts here"
-    assert freeze.observe((2, "TT", 10, 99), (5, "last"), 12.0) == 11.0
-    assert freeze.observe((2, "TT", 11, 99), (5, "last"), 13.0) is None, "one CPU tick is progress"
-    assert freeze.observe((2, "TT", 11, 99), (6, "new"), 14.0) is None, "a log line is progress"
-    assert freeze.observe((2, "TT", 11, 100), (6, "new"), 15.0) is None, "a byte of I/O is progress"
-    assert freeze.observe((2, "TS", 11, 100), (6, "new"), 16.0) is None, "a sleeping process may be waiting"
+    assert freeze.observe((2, "TT", 10, 99, ()), (5, "last"), 0.0) is None
+    assert freeze.observe((2, "TT", 10, 99, ()), (5, "last"), 1.0) == 0.0, "the frozen run starts here"
+    assert freeze.observe((2, "TT", 10, 99, ()), (5, "last"), 12.0) == 11.0
+    assert freeze.observe((2, "TT", 11, 99, ()), (5, "last"), 13.0) is None, "one CPU tick is progress"
+    assert freeze.observe((2, "TT", 11, 99, ()), (6, "new"), 14.0) is None, "a log line is progress"
+    assert freeze.observe((2, "TT", 11, 100, ()), (6, "new"), 15.0) is None, "a byte of I/O is progress"
+    assert freeze.observe((2, "TS", 11, 100, ()), (6, "new"), 16.0) is None, "a sleeping process may be waiting"
     assert freeze.observe(None, (6, "new"), 17.0) is None, "unreadable evidence is no freeze"
 
 
