@@ -192,13 +192,13 @@ class Rank:
         why = "timed out after 3 s" if rc == 124 else (out + err).strip().rsplit(": ", 1)[-1]
         return rc == 0 or "refused" in why.lower(), why
 
-    LOG_MARK = "=== spark-serve: the container's log ==="
+    LOG_MARK = "=== spark-serve: the log of the container ==="
 
     def evidence(self, py_spy, tail=200):
         """(py-spy dumps of every process of the rank's container, read at once with a bound; its last log lines) in
         one round trip: empty dumps when it has no process left."""
         _, out, err = self.run(
-            f"{stacks_command(self.container, shlex.quote(py_spy))}; echo '{self.LOG_MARK}'; "
+            f"{stacks_command(self.container, shlex.quote(py_spy))}; echo {shlex.quote(self.LOG_MARK)}; "
             f"docker logs --tail {tail} {self.container} 2>&1",
             timeout=60,
         )

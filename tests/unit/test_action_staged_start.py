@@ -3,6 +3,8 @@ answers docker, compose and ss commands from a script of snapshots), and library
 documentation stub."""
 
 import runpy
+import shlex
+import subprocess
 from pathlib import Path
 from unittest import mock
 
@@ -112,7 +114,9 @@ def action(args, check_mode=False):
 
 
 def pair_args(tmp_path, **extra):
-    return dict(ranks=[spec("spark-a", 0), spec("spark-b", 1)], compose_dir="/etc/spark-serve", **{"poll_s": 0, **extra})
+    return dict(
+        ranks=[spec("spark-a", 0), spec("spark-b", 1)], compose_dir="/etc/spark-serve", **{"poll_s": 0, **extra}
+    )
 
 
 def test_workers_start_before_the_head_and_ready_needs_health_200(nodes, tmp_path):
@@ -466,3 +470,21 @@ def test_in_a_quad_dropped_df_pings_blame_the_one_node_every_failing_pair_shares
     assert (result["failed_rank"], result["failed_host"]) == (2, "spark-c"), result["reason"]
     assert result["reason"].startswith("fast link drops DF pings of 8972 bytes (MTU 9000): ")
     assert all(f"spark-{h} -> spark-c" in result["reason"] for h in "abd"), result["reason"]
+
+
+def test_every_shell_command_a_failure_sends_is_valid_shell_as_the_node_runs_it(monkeypatch):
+    """The node runs each command inside `timeout N sh -c '<command>'` (Rank.run): a quote in a marker or a pattern
+    would break the whole round trip, so each one must parse (sh -n) in that wrapping."""
+    sent = []
+    monkeypatch.setattr(
+        vllm_staged_start.Rank, "run", lambda rank, command, timeout=60: sent.append(command) or (0, "", "")
+    )
+    rank = vllm_staged_start.Rank(spec("spark-a", 0), "spark-serve", "/etc/spark-serve", None, {})
+    rank.evidence("/usr/local/bin/py-spy")
+    rank.observe(health_port=8000)
+    rank.down(grace_s=5)
+    for command in sent:
+        wrapped = f"timeout 60 sh -c {shlex.quote(command)}"
+        check = subprocess.run(["sh", "-n", "-c", wrapped], capture_output=True, text=True)
+        inner = subprocess.run(["sh", "-n", "-c", command], capture_output=True, text=True)
+        assert check.returncode == inner.returncode == 0, (command, check.stderr, inner.stderr)
