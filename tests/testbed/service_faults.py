@@ -217,6 +217,7 @@ def watched_deploy(extra_vars, on_line, timeout=900, inventory=PAIR):
             proc.kill()
             break
     proc.wait(timeout=120)
+    marks["ended"] = time.time()
     return proc.returncode, "".join(lines), marks
 
 
@@ -231,6 +232,13 @@ def end_state(nodes=2, model=MODEL, worker=1):
     }
 
 
+# A changed engine argument, so the start really happens (the unchanged profile would restart nothing), and no
+# automatic rollback: the fault tests that do not prove the rollback leave the ranks stopped, as a user who turned it
+# off would find them (a rollback is a whole start).
+CHANGED = {"engine": {"max_num_seqs": 3}}
+CHANGED_NO_ROLLBACK = {"spark_serve_profile_overrides": {**CHANGED, "acceptance": {"rollback": False}}}
+
+
 def kill_worker_during_start(worker=1, inventory=PAIR, nodes=2, model=MODEL):
     """(a) A worker is killed while the head waits for it / loads."""
 
@@ -239,20 +247,21 @@ def kill_worker_during_start(worker=1, inventory=PAIR, nodes=2, model=MODEL):
             node_exec(worker, f"docker kill spark-serve-rank{worker}")
             marks["killed"] = time.time()
 
-    # A changed engine argument, so the start really happens (the unchanged profile would restart nothing).
-    rc, out, marks = watched_deploy(
-        {"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}},
-        kill_worker_once_started,
-        inventory=inventory,
-    )
+    rc, out, marks = watched_deploy(CHANGED_NO_ROLLBACK, kill_worker_once_started, inventory=inventory)
     seconds = marks["detected"] - marks["killed"] if {"detected", "killed"} <= marks.keys() else None
     state = end_state(nodes, model, worker)
-    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **state}
+    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **ended(marks), **state}
 
 
-def fault_during_start(index, fault, undo):
+def ended(marks):
+    """Seconds from the DETECTED line to the playbook's end."""
+    return {"ended_s": marks["ended"] - marks["detected"] if "detected" in marks else None}
+
+
+def fault_during_start(index, fault, undo, extra_vars=CHANGED_NO_ROLLBACK):
     """Run `fault` on node `index` as soon as the start watch reports its first look at the ranks (both ranks
-    started, the head not yet serving), undo it after the run. Seconds from the fault to the DETECTED line."""
+    started, the head not yet serving), undo it after the run. Seconds from the fault to the DETECTED line, and from
+    that line to the playbook's end."""
 
     def inject(line, marks):
         if "fault" not in marks and "[vllm]" in line and "rank 1 (node-1)" in line:
@@ -260,13 +269,20 @@ def fault_during_start(index, fault, undo):
             marks["fault"] = time.time()
 
     try:
-        rc, out, marks = watched_deploy({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}}, inject)
+        rc, out, marks = watched_deploy(extra_vars, inject)
     finally:
         undone = node_exec(index, undo)
     assert marks.get("fault_rc", (1, "never injected"))[0] == 0, marks.get("fault_rc")
     assert undone[0] == 0, undone
     seconds = marks["detected"] - marks["fault"] if {"detected", "fault"} <= marks.keys() else None
-    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": TESTBED_TIMEOUT_S, **end_state()}
+    return {
+        "rc": rc,
+        "out": out,
+        "seconds": seconds,
+        "engine_timeout_s": TESTBED_TIMEOUT_S,
+        **ended(marks),
+        **end_state(),
+    }
 
 
 def link_down_during_start():
@@ -298,6 +314,25 @@ def rank_frozen_during_start(index):
     log goes silent, and the other rank waits for it."""
     thaw = container_signal(index, "CONT") + "; true"  # the failed start removed the container: nothing to thaw
     return fault_during_start(index, container_signal(index, "STOP"), thaw)
+
+
+# The worker process of rank 1 (vLLM titles it VLLM::Worker_TP1; before the title, the spawned child): every other
+# process of the rank (the server, the resource tracker) keeps running.
+WORKER_PID = (
+    "for p in $(docker top spark-serve-rank1 -eo pid 2>/dev/null | tail -n +2); do "
+    "c=$(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null); case \"$c\" in *resource_tracker*) ;; "
+    "*VLLM::Worker*|*spawn_main*) echo $p;; esac; done"
+)
+
+
+def worker_process_frozen_during_start(extra_vars=None):
+    """(k) Only rank 1's worker process stopped (SIGSTOP) as soon as it exists, mid-start: its server process and
+    rank 0 sleep waiting for it, so no rank is frozen whole. By default the profile's rollback stays on."""
+    freeze = (
+        f'for i in $(seq 300); do p=$({WORKER_PID}); [ -n "$p" ] && kill -STOP $p && exit 0; sleep 0.2; done; exit 1'
+    )
+    thaw = container_signal(1, "CONT") + "; true"
+    return fault_during_start(1, freeze, thaw, extra_vars or {"spark_serve_profile_overrides": CHANGED})
 
 
 def image_source(relative):
@@ -333,7 +368,10 @@ def worker_cannot_start(folder):
     overlay = [{"src": str(broken), "dest": f"{IMAGE_VLLM}/{relative}"}]
     started = time.time()
     rc, out, marks = watched_deploy(
-        {"vllm_service_overlays": "{{ " + json.dumps(overlay) + " if inventory_hostname == 'node-1' else [] }}"},
+        {
+            "vllm_service_overlays": "{{ " + json.dumps(overlay) + " if inventory_hostname == 'node-1' else [] }}",
+            "spark_serve_profile_overrides": {"acceptance": {"rollback": False}},
+        },
         lambda line, marks: None,
     )
     # The worker's own exit time, from the node's Docker event log.

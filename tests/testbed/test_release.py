@@ -164,8 +164,11 @@ def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it
     broken.write_text(sf.image_source("platforms/interface.py") + "\nraise ImportError('spark-serve: broken')\n")
     overlays = [{"src": str(broken), "dest": f"{sf.IMAGE_VLLM}/platforms/interface.py"}]
     before = records()
-    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": {"overlays": overlays}}))
+    # The profile's rollback off: the automatic rollback after a failed start is test_service.py's (k).
+    no_rollback = {"overlays": overlays, "acceptance": {"rollback": False}}
+    rc, out = sf.deploy("-e", json.dumps({"spark_serve_profile_overrides": no_rollback}))
     assert rc != 0
+    assert "Nothing serves now: every rank was stopped" in out, out[-4000:]
     assert f"`ansible-playbook playbooks/rollback.yml` restores {good['id']}" in out, out[-4000:]
     assert sf.engine_containers(0) == [] and sf.engine_containers(1) == []
     (failed,) = new_records(before)

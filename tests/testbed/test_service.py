@@ -4,9 +4,11 @@ Every fault test asserts the time to detection and the end state. Times are prin
 only to loose bounds (a dead rank well within the engine's own timeout, a stall within the issue's 30 s). The
 scenarios live in tests/testbed/service_faults.py, which tests/bench/start_faults_bench.py also runs. The tests
 that need the pair serving come first; the stale-containers test starts the shipped profile from scratch (whatever
-an earlier module left serving), and the watchdog's automatic restart leaves it serving; the restart that turns
-on an API key comes last among them, since every failed start after it renders its own spec anyway; the failed
-starts then follow one another (a failed start leaves nothing running, so they need no redeploy between them).
+an earlier module left serving), and the watchdog's automatic restart leaves it serving; the worker frozen alone
+comes right before the restart that turns on an API key, since its automatic rollback leaves the pair serving; that
+restart comes last among them, since every failed start after it renders its own spec anyway; the other failed
+starts turn the profile's rollback off and follow one another (a failed start then leaves nothing running, so they
+need no redeploy between them).
 """
 
 import json
@@ -264,6 +266,36 @@ def test_the_master_port_and_fabric_ports_answer_only_the_fast_link(serving):
     assert sf.health() == 200
 
 
+def pair_records():
+    return sorted((ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records").glob("*-testbed-pair-*.json"))
+
+
+def test_a_worker_frozen_alone_mid_start_is_found_within_30_s_and_the_last_good_deployment_serves_again(deployed):
+    """(k) Only rank 1's worker process stopped mid-start while its server process and rank 0 sleep waiting, so no
+    rank is frozen whole: only the idle rule finds it (the stage budget took 113 s). With the profile's rollback on,
+    the last good deployment serves again with no playbook run by hand, the failed start's record kept; this test
+    alone proves the rollback after a failed start, and its start replaces the redeploy the next test would pay."""
+    before = pair_records()
+    result = sf.worker_process_frozen_during_start()
+    out = result["out"]
+    assert result["seconds"] is not None, out[-4000:]
+    print(
+        f"\n[worker process frozen alone mid-start] detected {result['seconds']:.1f} s after the fault "
+        f"(engine's own timeout {sf.TESTBED_TIMEOUT_S} s); the run, with its rollback, ended {result['ended_s']:.0f} s "
+        "after the DETECTED line"
+    )
+    assert result["rc"] != 0 and result["seconds"] < 30, out[-4000:]
+    assert "rank 1 (node-1) failed first" in out and "no rank has made progress for" in out, out[-4000:]
+    assert re.search(r"rank 1 \(node-1\) is furthest behind \([^)]*\): .*\(pid \d+, state T\)", out), out[-4000:]
+    assert "Rolled back to" in out and "it passed the gate again and serves now" in out, out[-4000:]
+    new = [json.loads(path.read_text()) for path in pair_records() if path not in before]
+    assert [(r["kind"], r["status"]) for r in new] == [("deploy", "failed"), ("rollback", "passed")], new
+    assert result["cache_intact"], "the model cache must stay"
+    assert sf.health() == 200 and all(sf.engine_containers(i) for i in range(2))
+    with sf.post("/v1/chat/completions", sf.chat("back after the rollback?", max_tokens=4)) as response:
+        assert json.load(response)["usage"]["completion_tokens"] > 0
+
+
 def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks_is_rotated_and_withdrawn(serving, tmp_path):
     """(e) A change that restarts every rank while streaming requests run finishes without a hang; the change
     turns on an API key, which must then guard the API and appear nowhere it must not. Rotated and then withdrawn
@@ -412,9 +444,11 @@ def assert_found_and_stopped(result, label, bound_s, blamed, engine_timeout_s=sf
         f"\n[{label}] detected {result['seconds']:.1f} s after the fault (engine's own timeout: {engine_timeout_s} s, "
         f"ratio {result['seconds'] / engine_timeout_s:.4f}; vs 601 s {result['seconds'] / sf.NCCL_TIMEOUT_S:.4f})"
     )
+    print(f"[{label}] the run ended {result['ended_s']:.0f} s after the DETECTED line")
     assert result["rc"] != 0
     assert result["seconds"] < bound_s, out[-4000:]
     assert f"{blamed} failed first" in out, out[-4000:]
+    assert "Nothing serves now: every rank was stopped" in out, out[-4000:]
     assert result["running"] == [], "a rank was left running"
     assert result["cache_intact"], "the model cache must stay"
     assert result["worker_logs"], "the failed ranks' logs must be collected on the controller"
@@ -436,18 +470,14 @@ def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
 
 # The stalls: a rank alive but unable to talk, or frozen. Each fault comes mid-start and must be found within 30 s,
 # blaming the right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on
-# Sparks).
+# Sparks). A worker rank frozen whole is (k) above, which stops less of it (its worker process only) and needs the
+# idle rule; the head frozen whole proves the freeze rule on the rank the other waits for.
 STALLS = {
     "link-down": (sf.link_down_during_start, "rank 1 (node-1)", "fast link enp1s0f1np1 is down"),
     "mtu-1500": (
         sf.mtu_lowered_during_start,
         "rank 1 (node-1)",
         "fast link enp1s0f1np1 has MTU 1500, the fabric runs 9000",
-    ),
-    "worker-frozen": (
-        lambda: sf.rank_frozen_during_start(1),
-        "rank 1 (node-1)",
-        "every process stopped (state T), 0.0 CPU s and 0 bytes of I/O in",
     ),
     "head-frozen": (
         lambda: sf.rank_frozen_during_start(0),
