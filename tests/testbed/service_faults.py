@@ -316,18 +316,18 @@ def rank_frozen_during_start(index):
     return fault_during_start(index, container_signal(index, "STOP"), thaw)
 
 
-# The worker process of rank 1 (vLLM titles it VLLM::Worker_TP1; before the title, the spawned child): every other
-# process of the rank (the server, the resource tracker) keeps running.
+# The worker process of rank 1 once it has imported vLLM and titled itself (VLLM::Worker, then VLLM::Worker_TP1, as
+# it sets up the distributed groups): every other process of the rank (the server, the resource tracker) keeps running.
 WORKER_PID = (
     "for p in $(docker top spark-serve-rank1 -eo pid 2>/dev/null | tail -n +2); do "
-    "c=$(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null); case \"$c\" in *resource_tracker*) ;; "
-    "*VLLM::Worker*|*spawn_main*) echo $p;; esac; done"
+    "case \"$(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null)\" in VLLM::Worker*) echo $p;; esac; done"
 )
 
 
 def worker_process_frozen_during_start(extra_vars=None):
-    """(k) Only rank 1's worker process stopped (SIGSTOP) as soon as it exists, mid-start: its server process and
-    rank 0 sleep waiting for it, so no rank is frozen whole. By default the profile's rollback stays on."""
+    """(k) Only rank 1's worker process stopped (SIGSTOP) as soon as it has titled itself, mid-start (as a worker
+    hung in its device or group set-up): its server process and rank 0 sleep waiting for it, so no rank is frozen
+    whole. By default the profile's rollback stays on."""
     freeze = (
         f'for i in $(seq 300); do p=$({WORKER_PID}); [ -n "$p" ] && kill -STOP $p && exit 0; sleep 0.2; done; exit 1'
     )
