@@ -10,6 +10,10 @@ On the served test-bed pair (run `make demo` first), with the real vLLM CPU engi
   (f) worker's fast link set down mid-start            seconds from the fault to DETECTED
   (g) MTU lowered to 1500 on one end mid-start         seconds from the fault to DETECTED
   (h) head's master port dropped by a firewall rule    seconds from the fault to DETECTED
+  (j) worker rank frozen whole mid-start (SIGSTOP)     seconds from the freeze to DETECTED (the freeze rule)
+  (k) worker process alone frozen mid-start            seconds from the freeze to DETECTED (the idle rule)
+  (l) engine core frozen after ready, watchdog         seconds from the freeze to the watchdog's trip
+and for every start fault the seconds from the DETECTED line to the playbook's end (rollback off: no restart),
 each with its ratio to the engine's own bounds: the test bed's distributed timeout (300 s), NCCL's 601 s on Sparks
 and gloo's 1801 s (this CPU build's default), and the no-op rerun of the deploy stage: wall time, changed count,
 containers restarted (must be 0).
@@ -33,6 +37,9 @@ def serving_again_under_the_watchdog():
     return dict(result, seconds=result["serving_again_s"])
 
 
+NO_ROLLBACK = sf.CHANGED_NO_ROLLBACK  # a failed start's own end, without the rollback's start
+
+
 def main():
     sf.ensure_serving()
     noop = sf.noop_rerun()
@@ -48,25 +55,29 @@ def main():
             ("(f) worker's fast link down mid-start", sf.link_down_during_start),
             ("(g) MTU 1500 on one end mid-start", sf.mtu_lowered_during_start),
             ("(h) head's master port dropped mid-start", sf.master_port_dropped_during_start),
+            ("(j) worker rank frozen whole mid-start", lambda: sf.rank_frozen_during_start(1)),
+            ("(k) worker process alone frozen mid-start", lambda: sf.worker_process_frozen_during_start(NO_ROLLBACK)),
+            ("(l) engine core frozen after ready, watchdog", sf.engine_core_frozen_under_the_watchdog),
         ]:
             sf.ensure_serving()
             result = scenario()
-            rows.append((label, result["seconds"], result["rc"]))
+            rows.append((label, result["seconds"], result.get("ended_s"), result.get("rc", "-")))
     sf.ensure_serving()
 
     print(
-        f"\n| fault | detected after (s) | ratio to test bed {sf.TESTBED_TIMEOUT_S} s | ratio to NCCL 601 s "
-        "| ratio to gloo 1801 s | playbook rc |"
+        f"\n| fault | detected after (s) | run ended after DETECTED (s) | ratio to test bed {sf.TESTBED_TIMEOUT_S} s "
+        "| ratio to NCCL 601 s | ratio to gloo 1801 s | playbook rc |"
     )
-    print("|---|---|---|---|---|---|")
-    for label, seconds, rc in rows:
+    print("|---|---|---|---|---|---|---|")
+    for label, seconds, ended_s, rc in rows:
+        ended = "-" if ended_s is None else f"{ended_s:.1f}"
         if seconds is None:
-            print(f"| {label} | not detected | - | - | - | {rc} |")
+            print(f"| {label} | not detected | {ended} | - | - | - | {rc} |")
             continue
         ratios = " | ".join(
             f"{seconds / bound:.4f}" for bound in (sf.TESTBED_TIMEOUT_S, sf.NCCL_TIMEOUT_S, sf.GLOO_TIMEOUT_S)
         )
-        print(f"| {label} | {seconds:.1f} | {ratios} | {rc} |")
+        print(f"| {label} | {seconds:.1f} | {ended} | {ratios} | {rc} |")
     print("\n| no-op rerun (site.yml --tags deploy) | wall (s) | changed | containers restarted |")
     print("|---|---|---|---|")
     print(f"| pair | {noop['seconds']:.1f} | {noop['changed']} | {noop['restarts']} |")
