@@ -36,8 +36,9 @@ def metrics_text(running, waiting, tokens):
 @pytest.fixture()
 def endpoint():
     """A completions endpoint: answers with the status in `state['status']` after `state['delay']` seconds, and
-    /metrics with `state['metrics']` (idle by default); records Authorization headers and POSTed paths."""
-    state = {"status": 200, "auth": [], "paths": [], "delay": 0, "metrics": metrics_text(0, 0, 0)}
+    /metrics with `state['metrics']` (idle by default); records Authorization headers and POSTed paths, and runs
+    `state['on_post']` as a POST arrives (what else happens on the node meanwhile)."""
+    state = {"status": 200, "auth": [], "paths": [], "delay": 0, "metrics": metrics_text(0, 0, 0), "on_post": None}
 
     def answer(request):
         if request.method == "GET":
@@ -45,6 +46,8 @@ def endpoint():
             return 200 if found else 404, {}, [state["metrics"].encode() if request.path == "/metrics" else b""]
         state["auth"].append(request.headers.get("Authorization"))
         state["paths"].append(request.path)
+        if state["on_post"]:
+            state["on_post"]()
         time.sleep(state["delay"])
         body = {"choices": [{"text": "!"}]} if state["status"] == 200 else {"error": "dead"}
         return state["status"], {"Content-Type": "application/json"}, [json.dumps(body).encode()]
@@ -262,6 +265,101 @@ def test_a_head_seen_serving_gets_no_more_grace(tmp_path, node, endpoint, monkey
     monkeypatch.setattr(watchdog, "health", lambda config: None)  # the API server froze
     endpoint["status"] = 500
     assert watchdog.look(cfg) == ["a generation failed with HTTP 500"]
+
+
+# Starts of the head container (`.State.StartedAt`): Docker's restart policy keeps the container and starts it anew.
+FIRST, SECOND = "2026-12-02T03:00:00.111111111Z", "2026-12-02T03:04:00.222222222Z"
+
+
+@pytest.mark.parametrize(
+    ("looks", "acts_at"),
+    [
+        # (head container at the look, the generation's HTTP status), and the look that stops the head (or None)
+        ([(f"running {FIRST}", 500), (f"running {SECOND}", 500), (f"running {SECOND}", 500)], 3),
+        ([(f"running {FIRST}", 500), (f"restarting {FIRST}", 500), (f"running {SECOND}", 500)], None),
+        ([(f"running {FIRST}", 500), (f"running {FIRST}", 500)], 2),  # the same start: acted on as always
+        ([(f"running {FIRST}", 500), (f"exited {FIRST}", 500)], 2),  # it died after its failed look
+        ([(f"running {FIRST}", 500), (f"running {SECOND}", 200), (f"running {SECOND}", 500)], None),
+    ],
+    ids=["new-start-counts-anew", "restarting-then-new-start", "same-start", "same-start-died", "good-look-between"],
+)
+def test_failed_looks_count_toward_one_start_of_the_head_only(tmp_path, node, endpoint, looks, acts_at):
+    answers, calls = node
+    cfg = config(tmp_path, endpoint["port"], failed_looks=2)
+    for number, (head, status) in enumerate(looks, 1):
+        answers["head"], endpoint["status"] = head, status
+        watchdog.look(cfg)
+        assert len(stops(calls)) == (acts_at is not None and number >= acts_at), (number, events(tmp_path))
+    if acts_at:
+        assert events(tmp_path)[-1]["head_started_at"] == looks[acts_at - 1][0].split()[1], "the start it judged"
+
+
+def restarted_head(answers):
+    answers["head"] = f"running {SECOND}"
+
+
+def gone_daemon(answers):
+    answers["no_daemon"] = True
+
+
+def restarting_head(answers):
+    answers["head"] = f"restarting {FIRST}"
+
+
+def exited_head(answers):
+    answers["head"] = f"exited {FIRST}"
+
+
+@pytest.mark.parametrize("meanwhile", [restarted_head, gone_daemon, restarting_head, exited_head])
+def test_a_5xx_while_docker_stops_or_restarts_the_head_is_no_failed_look(tmp_path, node, endpoint, meanwhile):
+    answers, calls = node
+    answers["head"] = f"running {FIRST}"
+    endpoint.update(status=500, on_post=lambda: meanwhile(answers))
+    assert watchdog.look(config(tmp_path, endpoint["port"], failed_looks=1)) == []
+    assert endpoint["paths"] == ["/v1/completions"], "the generation was sent and failed"
+    assert not stops(calls) and events(tmp_path) == []
+    assert watchdog.load_state(str(tmp_path / "state" / "state.json")).get("failed_looks") == 0
+
+
+def test_a_wedged_engine_in_the_same_running_start_still_trips(tmp_path, node, endpoint):
+    answers, calls = node
+    answers["head"] = f"running {FIRST}"
+    endpoint.update(status=500, on_post=lambda: None)
+    assert watchdog.look(config(tmp_path, endpoint["port"], failed_looks=1)) == ["a generation failed with HTTP 500"]
+    assert len(stops(calls)) == 1 and events(tmp_path)[-1]["head_started_at"] == FIRST
+
+
+@pytest.mark.parametrize("meanwhile", [restarted_head, gone_daemon, restarting_head])
+def test_it_stands_down_when_docker_restarted_the_head_before_it_acts(tmp_path, node, endpoint, monkeypatch, meanwhile):
+    answers, calls = node
+    answers["head"] = f"running {FIRST}"
+    endpoint["status"] = 500
+    take_lock = watchdog.take_lock
+
+    def restarted_meanwhile(config):  # after the look, before the trip
+        meanwhile(answers)
+        return take_lock(config)
+
+    monkeypatch.setattr(watchdog, "take_lock", restarted_meanwhile)
+    cfg = config(tmp_path, endpoint["port"], failed_looks=1)
+    assert watchdog.look(cfg) == [] and not stops(calls)
+    assert [e["event"] for e in events(tmp_path)] == [], "no trip recorded"
+    assert watchdog.load_state(cfg["state_file"]).get("failed_looks") == 0
+    assert not (tmp_path / "lock.json").exists(), "the lock released"
+
+
+def test_a_head_docker_restarted_gets_its_load_time_though_its_last_start_served(tmp_path, node, endpoint, monkeypatch):
+    answers, calls = node
+    answers["head"] = f"running {FIRST}"
+    cfg = config(tmp_path, endpoint["port"], load_timeout_s=600)
+    assert watchdog.look(cfg) == [] and endpoint["paths"] == ["/v1/completions"], "the first start seen serving"
+    answers["head"] = "running " + time.strftime("%Y-%m-%dT%H:%M:%S.1Z", time.gmtime(time.time() - 20))
+    monkeypatch.setattr(watchdog, "health", lambda config: None)  # the new start still loads
+    endpoint["status"] = 500
+    assert watchdog.look(cfg) == [] and endpoint["paths"] == ["/v1/completions"], "not judged while it loads"
+    monkeypatch.setattr(watchdog, "health", lambda config: 200)
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"], "judged once /health answers"
+    assert len(stops(calls)) == 1
 
 
 def test_it_acts_and_says_so_when_the_record_folder_cannot_be_written(tmp_path, node, endpoint, capsys):

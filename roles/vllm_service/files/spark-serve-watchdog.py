@@ -12,7 +12,11 @@ runs, every worker answers DF pings over the fast link at the fabric's MTU, and 
   advanced meanwhile (a request arrived) is no failure.
 It judges nothing while the Docker daemon does not answer, nor within `load_timeout_s` of the head container's start
 until /health answers (a reboot or a daemon restart reloads the engine), and it acts only after `failed_looks`
-consecutive failed looks, so one dropped ping or one slow answer never stops a service.
+consecutive failed looks about one start of the head, so one dropped ping or one slow answer never stops a service.
+A start is the head container's `.State.StartedAt` (Docker's restart policy keeps the container and starts it anew):
+a look counts as failed only when the head is, at its end, still the start it judged and the daemon answers (a 5xx
+or a refused connection while Docker stops or restarts the engine says nothing of the next start), a new start
+begins a new count, and the head is read once more before acting: a head restarted meanwhile is left alone.
 On a problem it makes the service visibly unhealthy by stopping the head (its /health then fails for clients and
 load balancers), prints one event line (the journal keeps it; printed even when the record folder cannot be
 written) and appends it to the node's record folder. With the profile's `auto_restart`, it then restarts the whole
@@ -56,13 +60,27 @@ def run(argv, timeout=30):
 
 def head_status(config):
     """("running", StartedAt) when the head container runs, ("restarting", StartedAt) while its restart policy brings
-    it back, ("down", None) when it does not run, ("no daemon", None) when the Docker daemon does not answer (nothing
-    to judge, and nothing the watchdog could stop)."""
+    it back, ("down", StartedAt of its last start, None without a container) when it does not run, ("no daemon",
+    None) when the Docker daemon does not answer (nothing to judge, and nothing the watchdog could stop)."""
     rc, out = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.StartedAt}}", config["container"]])
     status = out.split()
-    if rc == 0 and len(status) == 2 and status[0] in ("running", "restarting"):
-        return status[0], status[1]
+    if rc == 0 and len(status) == 2:
+        return status[0] if status[0] in ("running", "restarting") else "down", status[1]
     return ("no daemon", None) if "docker daemon" in out.lower() else ("down", None)
+
+
+def head_moved(config, head):
+    """Why the head is no longer the (status, StartedAt) a look judged, or None when it still is: what a look saw
+    while Docker stopped or restarted the engine (a daemon restart, the restart policy after a crash) is no failure
+    of the start that comes next, which gets its own load time and count."""
+    now = head_status(config)
+    if now == head:
+        return None
+    if now[0] == "no daemon":
+        return "the Docker daemon stopped answering"
+    if now[0] == "restarting":
+        return "Docker's restart policy began bringing the head container back"
+    return f"the head container went from {head[0]} (started {head[1]}) to {now[0]} (started {now[1]})"
 
 
 def seconds_since(started_at, now):
@@ -393,11 +411,22 @@ def busy_or_idle_problems(config, state, now):
 
 
 def judge(config, state, now):
-    """(verdict, problems) of one look: "skip" (nothing can be judged now), "ok" or "failed"."""
+    """(verdict, problems, head) of one look: "skip" (nothing can be judged now), "ok" or "failed", and the head's
+    (status, StartedAt) it judged."""
     held = deploy_holds_lock(config)
     if held:
-        return "skip", [held]
-    status, started_at = head_status(config)
+        return "skip", [held], (None, None)
+    head = head_status(config)
+    verdict, problems = judge_head(config, state, now, *head)
+    moved = verdict == "failed" and head_moved(config, head)
+    if moved:  # the problems were Docker stopping or restarting the engine: said in the journal, not counted
+        print(f"spark-serve-watchdog: not counted ({'; '.join(problems)}): {moved} during the look", flush=True)
+        return "skip", [moved], head
+    return verdict, problems, head
+
+
+def judge_head(config, state, now, status, started_at):
+    """(verdict, problems) of the head start a look found and of the service it runs."""
     if status == "no daemon":
         return "skip", ["the Docker daemon does not answer"]
     if status == "restarting":
@@ -418,7 +447,7 @@ def judge(config, state, now):
     problems = busy_or_idle_problems(config, state, now)
     if problems:
         return "failed", problems
-    state["ready_head"] = started_at  # seen serving: no more grace for this container
+    state["ready_head"] = started_at  # seen serving: no more grace for this start of the container
     return "ok", []
 
 
@@ -507,12 +536,14 @@ def look(config):
     if not config.get("armed"):
         return []
     state = load_state(config["state_file"])
-    verdict, problems = judge(config, state, time.time())
+    verdict, problems, head = judge(config, state, time.time())
     if verdict != "failed":
         state["failed_looks"] = 0 if verdict == "ok" else state.get("failed_looks", 0)
         save_state(config["state_file"], state)
         return []
-    state["failed_looks"] = state.get("failed_looks", 0) + 1
+    if state.get("failed_head") != head[1]:
+        state["failed_looks"] = 0  # looks about an earlier start of the head never count toward acting on this one
+    state.update(failed_head=head[1], failed_looks=state.get("failed_looks", 0) + 1)
     if state["failed_looks"] < config["failed_looks"]:
         record(
             config,
@@ -532,22 +563,30 @@ def look(config):
             release_lock(config, token)
         return []
     try:
-        act(config, state, problems)
+        acted = act(config, state, problems, head)
     finally:
         release_lock(config, token)
-    return problems
+    return problems if acted else []
 
 
-def act(config, state, problems):
-    """Stop the head (and restart the service with auto_restart), holding the inventory's lock."""
+def act(config, state, problems, head):
+    """Stop the head (and restart the service with auto_restart), holding the inventory's lock; True once done.
+    Only the head start the failed looks judged: Docker may have restarted it since (read again here), and a new
+    start is left to its own load time and looks."""
+    moved = head_moved(config, head)
+    if moved:
+        print(f"spark-serve-watchdog: standing down: {moved} since the look", flush=True)
+        state["failed_looks"] = 0
+        save_state(config["state_file"], state)
+        return False
     restart = bool(config.get("auto_restart")) and state.get("restarts", 0) < config.get("auto_restart_max", 0)
-    started_at = head_status(config)[1]
-    trip(config, started_at, problems, "auto-restart" if restart else "ansible-playbook site.yml --tags deploy")
-    state.update(tripped=True, tripped_head=started_at)
+    trip(config, head[1], problems, "auto-restart" if restart else "ansible-playbook site.yml --tags deploy")
+    state.update(tripped=True, tripped_head=head[1])
     save_state(config["state_file"], state)  # acted on, even if the restart below is cut short
     if restart:
         auto_restart(config, state)
     save_state(config["state_file"], state)
+    return True
 
 
 def check_peers(config):
