@@ -382,7 +382,7 @@ def worker_cannot_start(folder):
     )
     died = [int(stamp) / 1e9 for stamp in events.split() if stamp.isdigit()]
     seconds = marks["detected"] - died[0] if died and "detected" in marks else None
-    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **end_state()}
+    return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **ended(marks), **end_state()}
 
 
 def wrong_master_address():
