@@ -10,7 +10,7 @@ On the served test-bed pair (run `make demo` first), with the real vLLM CPU engi
   (f) worker's fast link set down mid-start            seconds from the fault to DETECTED
   (g) MTU lowered to 1500 on one end mid-start         seconds from the fault to DETECTED
   (h) head's master port dropped by a firewall rule    seconds from the fault to DETECTED
-  (j) worker rank frozen whole mid-start (SIGSTOP)     seconds from the freeze to DETECTED (the freeze rule)
+  (m) worker rank frozen whole mid-start (SIGSTOP)     seconds from the freeze to DETECTED (the freeze rule)
   (k) worker process alone frozen mid-start            seconds from the freeze to DETECTED (the idle rule)
   (l) engine core frozen after ready, watchdog         seconds from the freeze to the watchdog's trip
 and for every start fault the seconds from the DETECTED line to the playbook's end (rollback off: no restart),
@@ -18,7 +18,8 @@ each with its ratio to the engine's own bounds: the test bed's distributed timeo
 and gloo's 1801 s (this CPU build's default), and the no-op rerun of the deploy stage: wall time, changed count,
 containers restarted (must be 0).
 
-    python tests/bench/start_faults_bench.py
+    python tests/bench/start_faults_bench.py          # every fault
+    python tests/bench/start_faults_bench.py m k l f  # only the faults with these letters
 """
 
 import sys
@@ -40,7 +41,7 @@ def serving_again_under_the_watchdog():
 NO_ROLLBACK = sf.CHANGED_NO_ROLLBACK  # a failed start's own end, without the rollback's start
 
 
-def main():
+def main(letters):
     sf.ensure_serving()
     noop = sf.noop_rerun()
     rows = []
@@ -55,10 +56,12 @@ def main():
             ("(f) worker's fast link down mid-start", sf.link_down_during_start),
             ("(g) MTU 1500 on one end mid-start", sf.mtu_lowered_during_start),
             ("(h) head's master port dropped mid-start", sf.master_port_dropped_during_start),
-            ("(j) worker rank frozen whole mid-start", lambda: sf.rank_frozen_during_start(1)),
+            ("(m) worker rank frozen whole mid-start", lambda: sf.rank_frozen_during_start(1)),
             ("(k) worker process alone frozen mid-start", lambda: sf.worker_process_frozen_during_start(NO_ROLLBACK)),
             ("(l) engine core frozen after ready, watchdog", sf.engine_core_frozen_under_the_watchdog),
         ]:
+            if letters and label[1] not in letters:
+                continue
             sf.ensure_serving()
             result = scenario()
             rows.append((label, result["seconds"], result.get("ended_s"), result.get("rc", "-")))
@@ -84,4 +87,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(set(sys.argv[1:]))
