@@ -2,10 +2,10 @@
 during the tiers that never touch it (unit, playbook, engine): its node images, its engine image in its registries,
 two isolated test beds (instances 0 and 1) started. The test-bed tier then runs as two shards at once, one per test
 bed: the service modules (the pair's liveness, lock, key and fault tests, the single node, then the fleet) on
-instance 0; every other test-bed module and then the Molecule scenarios on instance 1, so one shard's waits
-(watchdog windows, detection bounds, engine loads) overlap the other's work. When the build failed, it says so here
-and the test-bed fixtures build again and fail loudly. Every tier's or step's JUnit report (each test's duration) is
-kept in .testbed/logs/tier-<name>.xml, a step's output in .testbed/logs/tier-<name>.log.
+instance 0; the prepare stage's module, every other test-bed module and then the Molecule scenarios on instance 1,
+so one shard's waits (watchdog windows, detection bounds, engine loads) overlap the other's work. When the build
+failed, it says so here and the test-bed fixtures build again and fail loudly. Every tier's or step's JUnit report
+(each test's duration) is kept in .testbed/logs/tier-<name>.xml, a step's output in .testbed/logs/tier-<name>.log.
 
     python tests/tiers.py            # from the project root, with .venv's python (the Makefile's way)
     python tests/tiers.py testbed    # the named tiers only (unit, playbook, engine, testbed)
@@ -32,20 +32,27 @@ TIERS = [
 # after another, each (name, pytest marker, selection). The service shard names its modules, in this order; the
 # fleet's module comes last (after 36 min): the other shard's modules have ended by then, so its session load and
 # engine restarts never share the cores with the pair's timing-bound watchdog tests (in one CI they did, and both
-# failed). The other shard takes every other test-bed module (a new module always runs), then the Molecule
-# scenarios, which destroy and recreate their test bed and so come last, beside the fleet.
+# failed). The other shard first prepares its pair from bare nodes and proves the prepare stage idempotent on it
+# (test_prepare.py), then takes every other test-bed module (a new module always runs), then the Molecule scenarios,
+# which destroy and recreate their test bed and so come last, beside the fleet.
 SERVICE_MODULES = [
     "tests/testbed/test_service.py",
     "tests/testbed/test_service_single.py",
     "tests/testbed/test_fleet.py",
 ]
+PREPARE_MODULE = "tests/testbed/test_prepare.py"
 SHARDS = [
     ("service", "0", [("testbed-service", "testbed and not molecule", SERVICE_MODULES)]),
     (
         "rest",
         "1",
         [
-            ("testbed-rest", "testbed and not molecule", [f"--ignore={module}" for module in SERVICE_MODULES]),
+            ("testbed-prepare", "testbed and not molecule", [PREPARE_MODULE]),
+            (
+                "testbed-rest",
+                "testbed and not molecule",
+                [f"--ignore={module}" for module in (PREPARE_MODULE, *SERVICE_MODULES)],
+            ),
             ("molecule", "molecule", ["tests/testbed/test_molecule.py"]),
         ],
     ),
