@@ -40,6 +40,8 @@ def restart_by_hand():
 
 
 def test_prefix_caching_off_explains_a_slow_repeat(served_pair):
+    """Alone proves the diagnosis reads what runs, not what was rendered: a pair restarted by hand with prefix
+    caching off in its compose files is named for it."""
     # Someone turned prefix caching off by hand in both ranks' compose files and restarted the pair.
     for index in (0, 1):
         rc, out = node_exec(
@@ -64,6 +66,8 @@ def test_prefix_caching_off_explains_a_slow_repeat(served_pair):
 
 
 def test_first_request_after_a_manual_restart_pays_the_warm_up(served_pair):
+    """Alone proves the no-warm-up verdict: a restart by hand skips the requests a staged start sends before ready,
+    so the first request pays the warm-up, and the diagnosis says so."""
     # The restart by hand also brings back the shipped compose files of the test above.
     restart_by_hand()
     verdicts, out = diagnose(400)

@@ -125,6 +125,8 @@ def test_a_good_deploy_passes_the_gate_and_is_recorded(released):
 
 
 def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released, tmp_path):
+    """Alone proves the automatic rollback after the gate rejects a started change, to the good record's arguments
+    and its image id on every rank (the rejected deploy ran another image), both records kept."""
     good = records()[-1]
     assert good["status"] == "passed"
     before = records()
@@ -159,6 +161,10 @@ def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released, tmp_pa
 
 
 def test_a_failed_start_names_the_record_to_restore_and_rollback_yml_restores_it(released, tmp_path):
+    """Alone proves, with the profile's rollback off: a failed start names the record rollback.yml would restore and
+    keeps its failed record; rollback.yml restores it from nothing serving; restoring what serves is a no-op; the
+    restored record's profile restarts nothing. (The automatic rollback after a failed start is test_service.py's
+    (k).)"""
     good = [r for r in records() if r["status"] == "passed"][-1]
     broken = tmp_path / "interface_raises.py"
     broken.write_text(sf.image_source("platforms/interface.py") + "\nraise ImportError('spark-serve: broken')\n")

@@ -56,6 +56,8 @@ def test_pair_serves_streaming_chat_and_prefix_cache_hits(serving):
 
 
 def test_stale_containers_and_port_squatters_are_replaced_and_the_start_warms_up(serving):
+    """Alone proves: a start replaces whatever holds the ranks' names and the API port (a stale rank container,
+    another launcher's server), naming what it removed, and sends its warm-up requests before it reports ready."""
     _, ref = node_exec(0, "docker inspect -f '{{.Config.Image}}' spark-serve-rank0")  # the image both nodes hold
     ref = ref.strip()
     node_exec(
@@ -140,6 +142,9 @@ def test_one_dropped_ping_is_noted_and_never_acted_on(serving):
 
 @pytest.mark.parametrize("clients", [0, 6], ids=["idle", "under-load"])
 def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(serving, clients):
+    """Alone proves the watchdog's two rules on a frozen engine core whose /health stays 200: idle, its probe request
+    fails; under load, requests run or wait while no token counter moves. Each trip restarts the pair (one start
+    each); the busy pair above is their negative control."""
     result = sf.engine_core_frozen_under_the_watchdog(clients=clients)
     trip = next((e for e in result["events"] if e["event"] == "service unhealthy"), None)
     restarted = next((e for e in result["events"] if e["event"].startswith("auto-restart")), None)
@@ -155,6 +160,8 @@ def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(servin
 
 
 def test_a_second_deploy_is_refused_within_5_s_naming_the_first(serving):
+    """Alone proves the deploy lock between two controllers: a second deploy started while the first restarts the
+    pair is refused within 5 s, naming the first's host and pid, and touches nothing (one start: the first's)."""
     result = sf.two_deploys_at_once()
     (first_rc, first_out), (second_rc, second_out) = result["first"], result["second"]
     print(f"\n[two deploys at once] the second was refused {result['refused_s']} s after its lock task")
@@ -165,6 +172,8 @@ def test_a_second_deploy_is_refused_within_5_s_naming_the_first(serving):
 
 
 def test_a_deploy_stops_a_running_auto_restart_and_leaves_no_trip_behind(serving):
+    """Alone proves the lock between the watchdog and a deploy: a deploy that finds the watchdog's automatic restart
+    running takes the lock over and leaves no trip or failed look behind. It needs a trip and a deploy at once."""
     result = sf.deploy_during_an_auto_restart()
     events = [e["event"] for e in result["events"]]
     print(
@@ -458,12 +467,10 @@ def assert_found_and_stopped(result, label, bound_s, blamed, engine_timeout_s=sf
 
 # A dead worker is found within a minute of its exit, where the engine itself waits 1801 s; the figure itself is a
 # benchmark's (tests/bench/start_faults_bench.py): under CI load the watch's first look can come 10+ s after the exit.
-def test_worker_killed_during_start_is_found_in_seconds_and_everything_stops(deployed):
-    result = sf.kill_worker_during_start()
-    assert_found_and_stopped(result, "worker killed during start", sf.GLOO_TIMEOUT_S / 30, "rank 1 (node-1)")
-
-
+# A worker killed mid-start is the quad's test (tests/testbed/test_service_quad.py): the same path with three peers.
 def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
+    """Alone proves a failed start explained in the engine's own words: a rank whose engine dies at import (an
+    overlay that raises) is found from its exit, and the reason comes from that rank's log."""
     result = sf.worker_cannot_start(tmp_path)
     out = assert_found_and_stopped(result, "worker cannot start", sf.GLOO_TIMEOUT_S / 30, "rank 1 (node-1)")
     assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
@@ -492,6 +499,8 @@ STALLS = {
 
 @pytest.mark.parametrize("fault", list(STALLS))
 def test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node(deployed, fault):
+    """Each stall alone proves one rule of the start watch, none of which sees a rank exit: the fast link's state
+    (link down), every process of the head stopped (head frozen), the master port unreachable from the worker."""
     scenario, blamed, reason = STALLS[fault]
     result = scenario()
     out = assert_found_and_stopped(result, f"{fault} mid-start", 30, blamed, sf.TESTBED_TIMEOUT_S)

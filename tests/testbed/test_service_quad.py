@@ -271,6 +271,9 @@ def test_a_worker_killed_after_ready_is_named_by_status(quad):
 
 
 def test_a_worker_killed_mid_start_is_found_in_seconds_and_every_rank_stops(quad):
+    """A rank that dies mid-start (its container exits while the others wait at the rendezvous): found from its exit,
+    blamed by name, the three others stopped. The only killed-mid-start test: the pair's would prove the same path
+    with one peer fewer (tests/bench/start_faults_bench.py still times it on the pair)."""
     result = sf.kill_worker_during_start(worker=3, inventory=QUAD, nodes=NODES, model=MODEL)
     out = result["out"]
     assert result["seconds"] is not None, out[-4000:]
@@ -278,7 +281,9 @@ def test_a_worker_killed_mid_start_is_found_in_seconds_and_every_rank_stops(quad
         f"\n[quad worker killed during start] detected {result['seconds']:.1f} s after the kill "
         f"(engine's own timeout {sf.GLOO_TIMEOUT_S} s)"
     )
+    print(f"[quad worker killed during start] the run ended {result['ended_s']:.0f} s after the DETECTED line")
     assert result["rc"] != 0 and "rank 3 (node-3) failed first" in out, out[-4000:]
+    assert "Nothing serves now: every rank was stopped" in out, out[-4000:]
     assert result["seconds"] < sf.GLOO_TIMEOUT_S / 30, out[-4000:]
     assert result["running"] == [], "a rank was left running"
     assert result["cache_intact"] and result["worker_logs"], result
