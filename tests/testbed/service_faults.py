@@ -258,13 +258,18 @@ def ended(marks):
     return {"ended_s": marks["ended"] - marks["detected"] if "detected" in marks else None}
 
 
-def fault_during_start(index, fault, undo, extra_vars=CHANGED_NO_ROLLBACK):
-    """Run `fault` on node `index` as soon as the start watch reports its first look at the ranks (both ranks
-    started, the head not yet serving), undo it after the run. Seconds from the fault to the DETECTED line, and from
-    that line to the playbook's end."""
+def first_look(line):
+    """The start watch's first look at the ranks: both containers started, the head not yet serving."""
+    return "[vllm]" in line and "rank 1 (node-1)" in line
+
+
+def fault_during_start(index, fault, undo, extra_vars=CHANGED_NO_ROLLBACK, when=first_look):
+    """Run `fault` on node `index` at the first playbook line `when` accepts (by default the start watch's first
+    look), undo it after the run. Seconds from the fault to the DETECTED line, and from that line to the playbook's
+    end."""
 
     def inject(line, marks):
-        if "fault" not in marks and "[vllm]" in line and "rank 1 (node-1)" in line:
+        if "fault" not in marks and when(line):
             marks["fault_rc"] = node_exec(index, fault)
             marks["fault"] = time.time()
 
@@ -325,14 +330,20 @@ WORKER_PID = (
 
 
 def worker_process_frozen_during_start(extra_vars=None):
-    """(k) Only rank 1's worker process stopped (SIGSTOP) as soon as it has titled itself, mid-start (as a worker
-    hung in its device or group set-up): its server process and rank 0 sleep waiting for it, so no rank is frozen
-    whole. By default the profile's rollback stays on."""
+    """(k) Only rank 1's worker process stopped (SIGSTOP) as soon as it has titled itself, before it sets up its
+    groups (as a worker hung in its device or group set-up): its server process and rank 0 sleep waiting for it, so
+    no rank is frozen whole. The watch begins when the staged start does, since a forked worker titles itself and
+    meets the head within a second of the head's import, and only a worker of the rank's new container counts (the
+    old one is being stopped). By default the profile's rollback stays on."""
+    container = "$(docker inspect -f '{{.Id}}' spark-serve-rank1 2>/dev/null)"
     freeze = (
-        f'for i in $(seq 300); do p=$({WORKER_PID}); [ -n "$p" ] && kill -STOP $p && exit 0; sleep 0.2; done; exit 1'
+        f"old={container}; for i in $(seq 300); do now={container}; "
+        f'if [ -n "$now" ] && [ "$now" != "$old" ]; then p=$({WORKER_PID}); [ -n "$p" ] && kill -STOP $p && exit 0; '
+        "fi; sleep 0.2; done; exit 1"
     )
     thaw = container_signal(1, "CONT") + "; true"
-    return fault_during_start(1, freeze, thaw, extra_vars or {"spark_serve_profile_overrides": CHANGED})
+    overrides = extra_vars or {"spark_serve_profile_overrides": CHANGED}
+    return fault_during_start(1, freeze, thaw, overrides, when=lambda line: "[vllm] staged start of" in line)
 
 
 def image_source(relative):
