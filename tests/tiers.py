@@ -30,11 +30,11 @@ TIERS = [
 ]
 # The test-bed tier's shards, run at once, each on its own test bed: (name, instance, steps), a shard's steps one
 # after another, each (name, pytest marker, selection). The service shard names its modules, in this order; the
-# fleet's module comes last (after 36 min): the other shard's modules have ended by then, so its session load and
-# engine restarts never share the cores with the pair's timing-bound watchdog tests (in one CI they did, and both
-# failed). The other shard first prepares its pair from bare nodes and proves the prepare stage idempotent on it
-# (test_prepare.py), then takes every other test-bed module (a new module always runs), then the Molecule scenarios,
-# which destroy and recreate their test bed and so come last, beside the fleet.
+# fleet's module comes last, so its session load and engine restarts never share the cores with the pair's
+# timing-bound watchdog tests (in one CI they did, and both failed). The other shard first prepares its pair from
+# bare nodes and proves the prepare stage idempotent on it (test_prepare.py), then takes every other test-bed module
+# (a new module always runs), then the Molecule scenarios, which destroy and recreate their test bed and so come
+# last, beside the fleet.
 SERVICE_MODULES = [
     "tests/testbed/test_service.py",
     "tests/testbed/test_service_single.py",
