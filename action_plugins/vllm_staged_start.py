@@ -29,6 +29,7 @@ from ansible.utils.display import Display
 # modules it ships to a node; an action plugin runs in the controller's Python, so the configured folders join
 # the ansible.module_utils package here and the import below is the one every module uses.
 ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
+from ansible.module_utils.memory_guard import memory_plan, memory_verdict
 from ansible.module_utils.rank_watch import (
     STAGES,
     STALLED,
@@ -84,6 +85,8 @@ ARGUMENT_SPEC = dict(
         type="dict",
         options=dict(record=dict(type="str", required=True), timings=dict(type="list", elements="dict", default=[])),
     ),
+    memory_profile=dict(type="dict"),
+    memory_wait_s=dict(type="float", default=20),
 )
 
 
@@ -284,6 +287,8 @@ class ActionModule(ActionBase):
             rank.open()
         started = time.monotonic()
         self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
+        if args["memory_profile"]:
+            self.check_memory(ranks, memory_plan(args["memory_profile"]), args["memory_wait_s"])
         timeline = []
         for group in ([r for r in ranks if r.rank != 0], [ranks[0]]):  # the workers together, then the head
             with concurrent.futures.ThreadPoolExecutor(max(len(group), 1)) as pool:
@@ -492,6 +497,29 @@ class ActionModule(ActionBase):
                 f"this service's containers: {out.strip()} -- stop that process first; "
                 f"nothing was started"
             )
+
+    @staticmethod
+    def check_memory(ranks, plan, wait_s):
+        """Every node must have what the profile takes available once its old rank is gone; memory an exited engine
+        held may take a moment to come back, so a shortfall is looked at again until wait_s has passed."""
+        deadline = time.monotonic() + wait_s
+        for _ in range(int(wait_s) + 1):
+            with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:
+                found = list(pool.map(lambda rank: (rank, rank.run("cat /proc/meminfo", timeout=15)[1]), ranks))
+            verdicts = [(rank, *memory_verdict(rank.label, text, plan)) for rank, text in found]
+            problems = [problem for *_, problem in verdicts if problem]
+            if not problems or time.monotonic() >= deadline:
+                break
+            time.sleep(1)
+        if problems:
+            raise AnsibleActionFail(
+                "not enough memory to start: " + "; ".join(problems) + f" (looked for {wait_s:.0f} s after this "
+                "service's containers were removed) -- no rank was started"
+            )
+        display.display(
+            "[vllm] memory available: "
+            + ", ".join(f"{rank.label} {available} GiB (takes {need})" for rank, available, need, _ in verdicts)
+        )
 
     @staticmethod
     def remove(rank):

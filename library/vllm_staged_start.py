@@ -151,6 +151,18 @@ options:
         type: list
         elements: dict
         default: []
+  memory_profile:
+    description:
+      - The resolved profile whose memory need every node must have available (MemAvailable) once this service's
+        old containers are removed, before any rank starts (module_utils/memory_guard.py, gpu_memory_utilization x
+        the node's memory, or the CPU build's KV cache space, plus the profile's memory_margin_gib).
+      - A shortfall fails the start naming each node, its available GiB and the GiB the profile takes; no rank is
+        started. Without it memory is not checked.
+    type: dict
+  memory_wait_s:
+    description: Seconds a shortfall is looked at again (memory an exited engine held may take a moment to return).
+    type: float
+    default: 20
 author:
   - spark-serve
 """

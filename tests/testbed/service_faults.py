@@ -11,10 +11,13 @@ import re
 import socket
 import ssl
 import subprocess
+import textwrap
 import threading
 import time
 import urllib.error
 import urllib.request
+
+import yaml
 
 from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_exec, playbook
 
@@ -159,6 +162,12 @@ def recap(out):
 def changed_count(out):
     """Tasks reported changed over every host of a playbook run."""
     return sum(counts.get("changed", 0) for counts in recap(out).values())
+
+
+def printed_msg(out, task):
+    """The `msg` a debug task printed in a playbook's output (result_format yaml), or None."""
+    found = re.search(rf"^TASK \[{re.escape(task)}\].*?=>\s*\n((?:[ \t]+.*\n)+)", out, re.M)
+    return yaml.safe_load(textwrap.dedent(found.group(1)))["msg"] if found else None
 
 
 def deploy(*extra, inventory=PAIR, timeout=1800):

@@ -14,6 +14,8 @@ need no redeploy between them).
 import json
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -192,6 +194,26 @@ def test_rerun_with_nothing_changed_restarts_nothing(serving):
     print(f"\n[no-op rerun] {result['seconds']:.0f} s, changed={result['changed']}, restarts={result['restarts']}")
     assert result["rc"] == 0, result["out"][-6000:]
     assert result["changed"] == 0 and result["restarts"] == 0, sf.recap(result["out"])
+    run_the_printed_client_commands(result["out"])
+
+
+def run_the_printed_client_commands(out):
+    """The deploy's last lines name the door, the model and the key's file, and their curl and OpenAI SDK commands
+    answer through the door's TLS as printed, trusting its CA (--cacert, SSL_CERT_FILE). The pair takes no key here;
+    the key read from its file is proven in tests/unit/test_client_examples.py."""
+    lines = sf.printed_msg(out, "How clients reach the service")
+    assert lines, out[-3000:]
+    assert lines[0] == f"endpoint {sf.HEAD}/v1, served model name tiny-llama", lines
+    commands = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in lines if line.startswith(("curl", "Open"))}
+    assert len(commands) == 2 and all(str(sf.DOOR_CA) in c for c in commands.values()), commands
+    for label, command in commands.items():
+        # The printed SDK command says python3: this interpreter has the openai package.
+        runnable = command.replace("python3 -c", f"{sys.executable} -c")
+        started = time.monotonic()
+        proc = subprocess.run(["bash", "-c", runnable], cwd="/", capture_output=True, text=True, timeout=120)
+        print(f"\n[client example] {label}: rc {proc.returncode} in {time.monotonic() - started:.1f} s")
+        assert proc.returncode == 0, f"{label}: {command}\n{proc.stderr}{proc.stdout}"
+        assert proc.stdout.strip(), label
 
 
 def test_what_validate_shows_is_what_runs_on_every_rank(serving):

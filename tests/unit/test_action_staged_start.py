@@ -54,6 +54,7 @@ class Node:
         self.links, self.unreachable, self.port = list(links), unreachable, port  # sysfs looks, ping, master port
         self.seen = 0
         self.probes = []
+        self.meminfo = "MemTotal:       124000000 kB\nMemAvailable:   120000000 kB\n"
 
 
 @pytest.fixture()
@@ -69,6 +70,8 @@ def nodes(monkeypatch):
         if " up -d --no-recreate" in command:
             events.append((rank.host, "up"))
             return node.up_answer
+        if command == "cat /proc/meminfo":
+            return 0, node.meminfo, ""
         if command.startswith("ss -ltnpH"):
             return 0, node.listeners, ""
         if command.startswith("for c in $(docker ps -q)"):
@@ -272,6 +275,20 @@ def test_a_port_held_outside_any_container_is_refused_before_anything_starts(nod
     cluster["spark-b"] = Node([("running", 0, "-", READY)])
     with pytest.raises(AnsibleActionFail, match=r"port\(s\) 8000, 29501 still held"):
         action(pair_args(tmp_path)).run(task_vars={})
+    assert not [e for e in events if e[1] == "up"]
+
+
+def test_a_node_short_of_memory_is_refused_naming_both_numbers_before_any_rank_starts(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "200", READY)])
+    cluster["spark-b"] = Node([("running", 0, "-", READY)])
+    cluster["spark-b"].meminfo = "MemTotal:       124000000 kB\nMemAvailable:    60000000 kB\n"
+    profile = {"platform": "gb10", "engine": {"gpu_memory_utilization": 0.7}}
+    with pytest.raises(AnsibleActionFail) as refused:
+        action(pair_args(tmp_path, memory_profile=profile, memory_wait_s=0)).run(task_vars={})
+    message = str(refused.value)
+    assert "rank 1 (spark-b): 57.2 GiB of memory available (MemAvailable), the profile takes 90.8 GiB" in message
+    assert "gpu_memory_utilization 0.7 x 118.3 GiB + 8 GiB margin" in message and "spark-a" not in message
     assert not [e for e in events if e[1] == "up"]
 
 
