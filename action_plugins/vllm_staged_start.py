@@ -286,9 +286,14 @@ class ActionModule(ActionBase):
         for rank in ranks:
             rank.open()
         started = time.monotonic()
-        self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
-        if args["memory_profile"]:
-            self.check_memory(ranks, memory_plan(args["memory_profile"]), args["memory_wait_s"])
+        refusal = self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
+        if not refusal and args["memory_profile"]:
+            refusal = self.memory_problem(ranks, memory_plan(args["memory_profile"]), args["memory_wait_s"])
+        if refusal:
+            # The old ranks are gone by now: a failed start, not an untouched service (the release says so).
+            display.display(f"[vllm] REFUSED: {refusal}")
+            result.update(failed=True, ready=False, changed=True, msg=refusal, reason=refusal, timeline=[])
+            return result
         timeline = []
         for group in ([r for r in ranks if r.rank != 0], [ranks[0]]):  # the workers together, then the head
             with concurrent.futures.ThreadPoolExecutor(max(len(group), 1)) as pool:
@@ -480,7 +485,7 @@ class ActionModule(ActionBase):
 
     def clean(self, ranks, ports):
         """Remove this service's containers on every node, then any other container holding the head's ports
-        (an earlier launcher's engine); refuse a port a process outside any container holds."""
+        (an earlier launcher's engine); a port a process outside any container holds is a refusal (returned)."""
         with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:  # every node at once
             list(
                 pool.map(lambda rank: (rank.down(), rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1")), ranks)
@@ -492,14 +497,14 @@ class ActionModule(ActionBase):
             head.run(f"docker rm -f {shlex.quote(container)} >/dev/null", timeout=60)
         _, out, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
         if out.strip():
-            raise AnsibleActionFail(
+            return (
                 f"{head.label}: port(s) {', '.join(map(str, ports))} still held after removing "
-                f"this service's containers: {out.strip()} -- stop that process first; "
-                f"nothing was started"
+                f"this service's containers: {out.strip()} -- stop that process first; no rank was started"
             )
+        return ""
 
     @staticmethod
-    def check_memory(ranks, plan, wait_s):
+    def memory_problem(ranks, plan, wait_s):
         """Every node must have what the profile takes available once its old rank is gone; memory an exited engine
         held may take a moment to come back, so a shortfall is looked at again until wait_s has passed."""
         deadline = time.monotonic() + wait_s
@@ -512,7 +517,7 @@ class ActionModule(ActionBase):
                 break
             time.sleep(1)
         if problems:
-            raise AnsibleActionFail(
+            return (
                 "not enough memory to start: " + "; ".join(problems) + f" (looked for {wait_s:.0f} s after this "
                 "service's containers were removed) -- no rank was started"
             )
@@ -520,6 +525,7 @@ class ActionModule(ActionBase):
             "[vllm] memory available: "
             + ", ".join(f"{rank.label} {available} GiB (takes {need})" for rank, available, need, _ in verdicts)
         )
+        return ""
 
     @staticmethod
     def remove(rank):

@@ -68,6 +68,8 @@ sdk:
   type: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.client_examples import client_lines, curl_command, sdk_command
 
@@ -84,12 +86,13 @@ def main():
     )
     p = module.params
     base_url = p["url"].rstrip("/") + "/v1"
+    files = [os.path.normpath(path) if path else "" for path in (p["ca_file"], p["api_key_file"])]
     module.exit_json(
         changed=False,
-        lines=client_lines(p["url"], p["model"], p["ca_file"], p["api_key_file"]),
+        lines=client_lines(p["url"], p["model"], *files),
         base_url=base_url,
-        curl=curl_command(base_url, p["model"], p["ca_file"], p["api_key_file"]),
-        sdk=sdk_command(base_url, p["model"], p["ca_file"], p["api_key_file"]),
+        curl=curl_command(base_url, p["model"], *files),
+        sdk=sdk_command(base_url, p["model"], *files),
     )
 
 

@@ -3,6 +3,7 @@ trust the door's CA and read the API key from its file, so the key is never on a
 (bash: `printf` is a builtin, `cat` sees only the path). Pure: no Ansible imports."""
 
 import json
+import os
 import shlex
 
 PROMPT = "Say hello in one word."
@@ -30,10 +31,10 @@ def curl_command(base_url, model, ca_file="", api_key_file="", max_tokens=16):
 
 def sdk_command(base_url, model, ca_file="", api_key_file="", max_tokens=16):
     """The same request with the OpenAI Python SDK: SSL_CERT_FILE for the CA, OPENAI_API_KEY from the key file."""
+    messages = json.dumps([{"role": "user", "content": PROMPT}])  # JSON of strings is a Python literal too
     code = (
         f"from openai import OpenAI; print(OpenAI(base_url={json.dumps(base_url)}).chat.completions.create("
-        f"model={json.dumps(model)}, messages=[{{'role': 'user', 'content': {json.dumps(PROMPT)}}}], "
-        f"max_tokens={int(max_tokens)}).choices[0].message.content)"
+        f"model={json.dumps(model)}, messages={messages}, max_tokens={int(max_tokens)}).choices[0].message.content)"
     )
     env = [f"SSL_CERT_FILE={shlex.quote(ca_file)}"] if ca_file else []
     # The SDK refuses to start without a key; vLLM without --api-key ignores it.
@@ -44,6 +45,7 @@ def sdk_command(base_url, model, ca_file="", api_key_file="", max_tokens=16):
 def client_lines(url, model, ca_file="", api_key_file=""):
     """What the deploy prints last: where the service is, which model name to ask for, and how to ask."""
     base_url = url.rstrip("/") + "/v1"
+    ca_file, api_key_file = (os.path.normpath(path) if path else "" for path in (ca_file, api_key_file))
     where = [f"endpoint {base_url}, served model name {model}"]
     where += [f"API key: the file {api_key_file} (send it as 'Authorization: Bearer <key>')"] if api_key_file else []
     where += [f"TLS: signed by the CA {ca_file}; give clients that file"] if ca_file else []

@@ -11,13 +11,10 @@ import re
 import socket
 import ssl
 import subprocess
-import textwrap
 import threading
 import time
 import urllib.error
 import urllib.request
-
-import yaml
 
 from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_exec, playbook
 
@@ -165,9 +162,9 @@ def changed_count(out):
 
 
 def printed_msg(out, task):
-    """The `msg` a debug task printed in a playbook's output (result_format yaml), or None."""
-    found = re.search(rf"^TASK \[{re.escape(task)}\].*?=>\s*\n((?:[ \t]+.*\n)+)", out, re.M)
-    return yaml.safe_load(textwrap.dedent(found.group(1)))["msg"] if found else None
+    """The `msg` a debug task printed in a playbook's output (its result as JSON after `=>`), or None."""
+    found = re.search(rf"^TASK \[{re.escape(task)}\].*?\n.*?=> (\{{.*?\n\}})\n", out, re.M | re.S)
+    return json.loads(found.group(1))["msg"] if found else None
 
 
 def deploy(*extra, inventory=PAIR, timeout=1800):
@@ -403,6 +400,23 @@ def worker_cannot_start(folder):
     died = [int(stamp) / 1e9 for stamp in events.split() if stamp.isdigit()]
     seconds = marks["detected"] - died[0] if died and "detected" in marks else None
     return {"rc": rc, "out": out, "seconds": seconds, "engine_timeout_s": GLOO_TIMEOUT_S, **ended(marks), **end_state()}
+
+
+def node_short_of_memory(index=1, available_kib=1_000_000):
+    """A node whose available memory is below what the profile takes: its /proc/meminfo says so (a file
+    bind-mounted over it inside the test node, as lxcfs gives containers their own), and the start must refuse it
+    naming the node and both numbers before any rank starts."""
+    node_exec(
+        index,
+        f"printf 'MemTotal:        8000000 kB\\nMemAvailable:   {available_kib} kB\\n' > /tmp/short-meminfo && "
+        "mount --bind /tmp/short-meminfo /proc/meminfo",
+    )
+    started = time.monotonic()
+    try:
+        rc, out = deploy("-e", json.dumps({**CHANGED_NO_ROLLBACK, "vllm_service_memory_wait_s": 1}))
+    finally:
+        node_exec(index, "umount /proc/meminfo")
+    return {"rc": rc, "out": out, "seconds": time.monotonic() - started, **end_state()}
 
 
 def wrong_master_address():

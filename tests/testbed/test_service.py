@@ -498,6 +498,23 @@ def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
     assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
 
 
+def test_a_node_short_of_memory_is_refused_naming_both_numbers_before_any_rank_starts(deployed):
+    """Alone proves the memory guard at the start on real nodes: the staged start reads each node's MemAvailable once
+    the old ranks are gone and refuses the one below the profile's need (here VLLM_CPU_KVCACHE_SPACE 1 GiB + the
+    1 GiB margin), naming it and both numbers; no rank starts, and the refusal costs no model load."""
+    result = sf.node_short_of_memory()
+    out = result["out"]
+    print(f"\n[node short of memory] refused after {result['seconds']:.0f} s of deploy")
+    assert result["rc"] != 0, out[-4000:]
+    assert (
+        "rank 1 (node-1): 1.0 GiB of memory available (MemAvailable), the profile takes 2.0 GiB "
+        "(VLLM_CPU_KVCACHE_SPACE 1 GiB + 1 GiB margin (memory_margin_gib))" in out
+    ), out[-4000:]
+    assert "rank 0 (node-0):" not in out.split("not enough memory to start")[1].split("\n")[0]
+    assert "Nothing serves now" in out and result["running"] == [] and result["cache_intact"], out[-4000:]
+    assert "[vllm] REFUSED: not enough memory" in out and not re.search(r"\[vllm\] +\d+ s  rank", out), out[-4000:]
+
+
 # The stalls: a rank alive but unable to talk, or frozen. Each fault comes mid-start and must be found within 30 s,
 # blaming the right node, where the engine itself would wait out its collective timeout (300 s here, 601 s NCCL on
 # Sparks). A worker rank frozen whole is (k) above, which stops less of it (its worker process only) and needs the

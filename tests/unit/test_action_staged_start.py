@@ -273,8 +273,9 @@ def test_a_port_held_outside_any_container_is_refused_before_anything_starts(nod
     held = 'LISTEN 0 128 0.0.0.0:8000 0.0.0.0:* users:(("python3",pid=999,fd=3))'
     cluster["spark-a"] = Node([("running", 0, "200", READY)], listeners=held)
     cluster["spark-b"] = Node([("running", 0, "-", READY)])
-    with pytest.raises(AnsibleActionFail, match=r"port\(s\) 8000, 29501 still held"):
-        action(pair_args(tmp_path)).run(task_vars={})
+    result = action(pair_args(tmp_path)).run(task_vars={})
+    assert result["failed"] and result["changed"] and not result["ready"]  # the old ranks were removed
+    assert "port(s) 8000, 29501 still held" in result["msg"] and "no rank was started" in result["msg"]
     assert not [e for e in events if e[1] == "up"]
 
 
@@ -284,9 +285,9 @@ def test_a_node_short_of_memory_is_refused_naming_both_numbers_before_any_rank_s
     cluster["spark-b"] = Node([("running", 0, "-", READY)])
     cluster["spark-b"].meminfo = "MemTotal:       124000000 kB\nMemAvailable:    60000000 kB\n"
     profile = {"platform": "gb10", "engine": {"gpu_memory_utilization": 0.7}}
-    with pytest.raises(AnsibleActionFail) as refused:
-        action(pair_args(tmp_path, memory_profile=profile, memory_wait_s=0)).run(task_vars={})
-    message = str(refused.value)
+    result = action(pair_args(tmp_path, memory_profile=profile, memory_wait_s=0)).run(task_vars={})
+    assert result["failed"] and result["changed"] and not result["ready"]  # the old ranks were removed
+    message = result["msg"]
     assert "rank 1 (spark-b): 57.2 GiB of memory available (MemAvailable), the profile takes 90.8 GiB" in message
     assert "gpu_memory_utilization 0.7 x 118.3 GiB + 8 GiB margin" in message and "spark-a" not in message
     assert not [e for e in events if e[1] == "up"]

@@ -1,7 +1,11 @@
-"""module_utils/memory_guard.py: what a profile's engine takes from a node, judged against MemAvailable."""
+"""module_utils/memory_guard.py: what a profile's engine takes from a node, judged against MemAvailable; and the
+preflight module that applies it on a node."""
 
 import pytest
 from ansible.module_utils.memory_guard import memory_plan, memory_verdict, read_meminfo
+from ansible.modules import spark_memory
+
+from tests.module_harness import run_module
 
 SPARK = "MemTotal:       125000000 kB\nMemFree:         2000000 kB\nMemAvailable:   {available} kB\n"
 
@@ -46,3 +50,19 @@ def test_available_memory_not_total_is_held_to_the_need(available_kib, problem):
 def test_a_node_whose_meminfo_shows_no_available_memory_is_a_problem_not_a_pass():
     _, _, problem = memory_verdict("node-1", "MemTotal: 1000 kB\n", memory_plan({"platform": "cpu"}))
     assert problem == "node-1: /proc/meminfo shows no MemTotal or MemAvailable, so its memory is unknown"
+
+
+@pytest.mark.parametrize(
+    ("profile", "refused"),
+    [
+        ({"platform": "cpu", "env": {"VLLM_CPU_KVCACHE_SPACE": 0}, "memory_margin_gib": 0}, False),
+        ({"platform": "gb10", "engine": {"gpu_memory_utilization": 1.0}, "memory_margin_gib": 1}, True),
+    ],
+)
+def test_the_preflight_module_reads_this_machines_meminfo_and_judges_it(profile, refused):
+    """roles/spark_preflight/library/spark_memory.py as Ansible runs it: all of MemTotal plus 1 GiB is never
+    available; nothing is."""
+    result = run_module(spark_memory, dict(profile=profile, label="node-x", engine_project="spark-serve-unit-none"))
+    assert result["engine_running"] is False and result["available_gib"] > 0
+    assert bool(result["problem"]) == refused
+    assert result["problem"].startswith("node-x: ") or not refused
