@@ -1,7 +1,8 @@
 """Overlay files: patched engine source files mounted over the pinned image's own copy.
 
-Seed 000 lost an hour to a stale overlay: the new image's `platforms/interface.py` defined `validate_environ`,
-the old overlay mounted over it did not, and the worker died at import while the head waited 601 s. The check
+Seed 000 met a stale overlay: the new image's `platforms/interface.py` defined `validate_environ`, the old
+overlay mounted over it did not, the worker exited at once, and the head waited out the 601 s collective timeout,
+then the outer timeout, before the weights were loaded again (docs/glossary.md#seed-000). The check
 here compares each overlay with the file it replaces inside the image, before anything starts:
 
 - every name the image's file defines at the top level (and every class member) must still exist in the

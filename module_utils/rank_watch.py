@@ -30,7 +30,7 @@ STAGES = [
     ("serving", re.compile(r"Starting vLLM API server|Application startup complete|Uvicorn running")),
 ]
 
-# Lines that mean the rank is failing now: seen on the CPU build and in seed 000's logs.
+# Lines that mean the rank is failing now: seen on the CPU build, and the engine's own failure messages.
 FAILURES = [
     re.compile(r"WorkerProc failed to start"),
     re.compile(r"DistStoreError"),

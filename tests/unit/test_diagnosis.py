@@ -43,7 +43,7 @@ def test_prefix_caching_off_in_the_argv_explains_a_slow_repeat():
     assert verdicts(found) == ["prefix-caching-off"]
 
 
-@pytest.mark.parametrize("prompt, block", [(60, 128), (1300, 1616)])  # test bed; seed 001's hybrid block
+@pytest.mark.parametrize("prompt, block", [(60, 128), (1300, 1616)])  # test bed; seed 000's block at MTP4
 def test_a_request_shorter_than_one_block_never_hits(prompt, block):
     found = classify(evidence(prompt=prompt, cached=0, block=block))
     assert verdicts(found) == ["block-larger-than-request"]
