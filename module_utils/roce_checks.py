@@ -227,3 +227,37 @@ def verify_problems(link, sysfs, netdev, pings):
         + gid_problems(link, sysfs, indexes)
         + ping_problems(link, pings)
     )
+
+
+def bw_average_gbps(output):
+    """The `BW average[Gb/sec]` column of perftest's summary table (ib_write_bw --report_gbits), or None."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if "BW average[Gb/sec]" in line:
+            column = [word for word in line.split() if word != "BW"].index("average[Gb/sec]")  # "BW x" is one column
+            values = next((row.split() for row in lines[index + 1 :] if row.split() and row.split()[0].isdigit()), [])
+            try:
+                return float(values[column])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def bandwidth_problems(runs, floor_gbps, command="ib_write_bw"):
+    """(measurements, problems) of one measurement per pair of nodes: each run is {client, server, address, rc,
+    stdout, stderr} of `command` sent from client to server's fast-link address; below floor_gbps is a problem."""
+    measurements, problems = [], []
+    for run in runs:
+        path = f"{run['client']} -> {run['server']} ({run['address']})"
+        gbps = bw_average_gbps(run.get("stdout") or "") if run.get("rc") == 0 else None
+        measurements.append({"client": run["client"], "server": run["server"], "path": path, "gbps": gbps})
+        if gbps is None:
+            said = (run.get("stderr") or run.get("stdout") or "no output").strip().splitlines()[-1:] or ["no output"]
+            problems.append(f"{path}: {command} measured nothing (rc {run.get('rc')}: {said[0]})")
+        elif gbps < floor_gbps:
+            problems.append(
+                f"{path}: {gbps:g} Gb/s measured by {command}, below the floor of {floor_gbps:g} Gb/s "
+                "(roce_network_bandwidth_floor_gbps): a degraded link (cable, transceiver, a CX-7 port trained at a "
+                "lower speed) would pass every other check and slow every step of the engine"
+            )
+    return measurements, problems

@@ -6,7 +6,8 @@ would the real ones from NVIDIA's apt repository on DGX OS:
   nvidia-driver-570-open   the wrong driver branch, for the preflight fault test
   nvidia-container-toolkit nvidia-ctk (runtime configure edits daemon.json like the real one) and a runtime shim
   spark-testbed-rdma       ibdev2netdev for the CX-7 RoCE device rocep1s0f1, reading the sysfs stand-in tree
-                           that the test bed writes under /opt/testbed/sys (roce_network_sysfs_root)
+                           that the test bed writes under /opt/testbed/sys (roce_network_sysfs_root), and
+                           perftest's ib_write_bw, measuring over the fast link with TCP
 """
 
 import hashlib
@@ -85,6 +86,53 @@ for dev in "$root"/class/infiniband/*; do
 done
 """
 
+IB_WRITE_BW = r"""#!/usr/bin/python3
+# STAND-IN ib_write_bw (spark-serve test bed): perftest's RDMA-write bandwidth test, measured with TCP over the same
+# fast link (the test bed has no RDMA). Server: no host argument, one client on -p, then exit. Client: sends for -D
+# seconds and prints perftest's summary table, BW average in Gb/sec (--report_gbits). -d -i -x -F are accepted.
+import socket, sys, time
+args, host, port, seconds, i = sys.argv[1:], None, 18515, 5.0, 0
+while i < len(args):
+    flag = args[i]
+    if flag in ("-p", "--port"):
+        port, i = int(args[i + 1]), i + 2
+    elif flag in ("-D", "--duration"):
+        seconds, i = float(args[i + 1]), i + 2
+    elif flag in ("-d", "-i", "-x", "--ib-dev", "--ib-port", "--gid-index"):
+        i += 2
+    elif flag.startswith("-"):
+        i += 1
+    else:
+        host, i = flag, i + 1
+line = "-" * 87
+if host is None:
+    server = socket.create_server(("0.0.0.0", port))
+    server.settimeout(seconds + 60)
+    conn, _ = server.accept()
+    while conn.recv(1 << 20):
+        pass
+    sys.exit(0)
+for _ in range(50):
+    try:
+        conn = socket.create_connection((host, port), timeout=seconds + 30)
+        break
+    except OSError as error:
+        failure = error
+        time.sleep(0.1)
+else:
+    sys.exit(f"Couldn't connect to {host}:{port} ({failure})")
+chunk, sent, started = b"\0" * (1 << 16), 0, time.monotonic()
+while time.monotonic() - started < seconds:
+    sent += conn.send(chunk)
+elapsed = time.monotonic() - started
+conn.close()
+gbits = sent * 8 / elapsed / 1e9
+print(line)
+print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
+print(f" 65536      {sent // 65536:<16d} {gbits:<18.2f} {gbits:<20.2f} {gbits * 1e9 / 8 / 65536 / 1e6:.6f}")
+print(line)
+"""
+
 PACKAGES = {
     "nvidia-driver-580-open": ("580.173.02-0ubuntu1", {"usr/bin/nvidia-smi": NVIDIA_SMI}, "580.173.02"),
     "nvidia-driver-570-open": ("570.195.03-0ubuntu1", {"usr/bin/nvidia-smi": NVIDIA_SMI}, "570.195.03"),
@@ -93,7 +141,7 @@ PACKAGES = {
         {"usr/bin/nvidia-ctk": NVIDIA_CTK, "usr/bin/nvidia-container-runtime": NVIDIA_RUNTIME},
         "1.17.8",
     ),
-    "spark-testbed-rdma": ("1.0-1", {"usr/bin/ibdev2netdev": IBDEV2NETDEV}, "1.0"),
+    "spark-testbed-rdma": ("1.1-1", {"usr/bin/ibdev2netdev": IBDEV2NETDEV, "usr/bin/ib_write_bw": IB_WRITE_BW}, "1.1"),
 }
 CONFLICTS = {"nvidia-driver-580-open": "nvidia-driver-570-open", "nvidia-driver-570-open": "nvidia-driver-580-open"}
 

@@ -195,3 +195,25 @@ def test_check_mode_reports_drift_and_converge_repairs_it(converged_pair):
     assert rc == 0, out[-3000:]
     assert (recap_changed(out, "node-0"), recap_changed(out, "node-1")) == (0, 0)
     assert "RoCE v2 GID index 3" in out  # verification runs in check mode when nothing is pending
+
+
+def test_a_throttled_link_is_refused_by_the_bandwidth_floor_naming_both_nodes(converged_pair):
+    """(c) Alone proves the bandwidth floor: node-0's fast link throttled to 100 Mbit/s (tc, inside the test node)
+    still passes every other check (state, MTU, GID, DF pings), and the measurement between the pair refuses it,
+    naming both nodes, the address and the rate, on every node at once."""
+    throttle = f"tc qdisc add dev {NETDEV} root tbf rate 100mbit burst 64kb latency 100ms"
+    rc, out = node_exec(0, throttle)
+    assert rc == 0, out
+    try:
+        rc, out = playbook(CONVERGE)
+    finally:
+        node_exec(0, f"tc qdisc del dev {NETDEV} root")
+    assert rc != 0, out[-3000:]
+    measured = re.search(
+        rf"node-0 -> node-1 \({ADDRESS[1]}\): ([0-9.]+) Gb/s measured by ib_write_bw, below the floor of 1 Gb/s", out
+    )
+    assert measured and float(measured.group(1)) < 0.2, out[-3000:]
+    print(f"\n[throttled fast link] measured {measured.group(1)} Gb/s against the floor of 1 Gb/s")
+    assert "DF ping" not in out and recap_changed(out, "node-1") == 0
+    rc, out = playbook(CONVERGE)  # back at full speed, the same link passes the floor
+    assert rc == 0 and "fast link (ib_write_bw, floor 1 Gb/s): node-0 -> node-1" in out, out[-3000:]

@@ -2,8 +2,16 @@
 laid out as a CX-7's: every problem is found at once, named by node, value and what was expected."""
 
 import pytest
-from ansible.module_utils.roce_checks import Link, gid_indexes, ipv4_address, ipv4_gid, subnet
-from ansible.modules import roce_link
+from ansible.module_utils.roce_checks import (
+    Link,
+    bandwidth_problems,
+    bw_average_gbps,
+    gid_indexes,
+    ipv4_address,
+    ipv4_gid,
+    subnet,
+)
+from ansible.modules import roce_bandwidth, roce_link
 
 from tests.module_harness import run_module
 
@@ -172,3 +180,58 @@ def test_the_gid_is_the_ipv4_mapped_address_and_only_roce_v2_entries_count(tmp_p
         f"{link.port_dir}/gid_attrs/types/5": "RoCE v2",
     }
     assert gid_indexes(sysfs, link.port_dir, GID) == [5, 7]
+
+
+# perftest's summary table as ib_write_bw --report_gbits -D prints it (peak 0.00 in duration mode).
+PERFTEST = """---------------------------------------------------------------------------------------
+                    RDMA_Write BW Test
+ Dual-port       : OFF          Device         : rocep1s0f1
+ Number of qps   : 1            Transport type : IB
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      1069560          0.00               {gbps}               0.356511
+---------------------------------------------------------------------------------------
+"""
+
+
+@pytest.mark.parametrize(
+    ("run", "problem"),
+    [
+        ({"rc": 0, "stdout": PERFTEST.format(gbps="186.92")}, None),
+        (
+            {"rc": 0, "stdout": PERFTEST.format(gbps="13.07")},
+            "spark-a -> spark-b (192.168.100.11): 13.07 Gb/s measured by ib_write_bw, below the floor of 90 Gb/s",
+        ),
+        (
+            {"rc": 1, "stdout": "", "stderr": "Couldn't connect to 192.168.100.11:18515\n"},
+            "spark-a -> spark-b (192.168.100.11): ib_write_bw measured nothing (rc 1: Couldn't connect to "
+            "192.168.100.11:18515)",
+        ),
+        ({"rc": 0, "stdout": "unexpected output"}, "ib_write_bw measured nothing (rc 0: unexpected output)"),
+    ],
+)
+def test_the_bandwidth_floor_names_both_nodes_and_the_measured_rate(run, problem):
+    runs = [{"client": "spark-a", "server": "spark-b", "address": "192.168.100.11", **run}]
+    measurements, problems = bandwidth_problems(runs, 90)
+    assert measurements[0]["gbps"] == bw_average_gbps(run["stdout"])
+    assert (problems == []) if problem is None else (len(problems) == 1 and problem in problems[0]), problems
+
+
+def test_the_module_judges_every_pair_at_once():
+    runs = [
+        {
+            "client": "spark-a",
+            "server": "spark-b",
+            "address": "10.0.0.2",
+            "rc": 0,
+            "stdout": PERFTEST.format(gbps="95"),
+        },
+        {"client": "spark-a", "server": "spark-c", "address": "10.0.0.3", "rc": 0, "stdout": PERFTEST.format(gbps="9")},
+        {"client": "spark-b", "server": "spark-c", "address": "10.0.0.3", "rc": 0, "stdout": PERFTEST.format(gbps="8")},
+    ]
+    result = run_module(roce_bandwidth, dict(runs=runs, floor_gbps=90))
+    assert [m["gbps"] for m in result["measurements"]] == [95.0, 9.0, 8.0]
+    assert [p.split(":")[0] for p in result["problems"]] == [
+        "spark-a -> spark-c (10.0.0.3)",
+        "spark-b -> spark-c (10.0.0.3)",
+    ]
