@@ -63,6 +63,13 @@ def port_state_file(testbed, index):
     return testbed["state"] / f"node-{index}" / "sys/class/infiniband/rocep1s0f1/ports/1/state"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def dgx_os(testbed):
+    """The nodes as DGX OS ships them (its RDMA tools: ibdev2netdev, perftest), whatever an earlier module left."""
+    rc, out = playbook("molecule/shared/dgx_os.yml")
+    assert rc == 0, out[-3000:]
+
+
 @pytest.fixture
 def restore(testbed):
     """Put the pair back the way the test found it (converged, or fresh as after `testbed.py up`)."""
