@@ -15,14 +15,17 @@ What the client requests, and what is answered:
                                               git blob sha1 otherwise), Content-Length, X-Linked-Etag/-Size for
                                               LFS files, Accept-Ranges
   GET  same                                   the bytes; `Range: bytes=N-[M]` gives 206 + Content-Range
-Errors carry X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound) as the Hub does.
+Errors carry X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound, GatedRepo) as the Hub does.
 
 Test hooks, read from the --control JSON file on every request (write it, no restart needed):
   {"throttle_bps": {"model.safetensors": 100000},   # per-file send rate for GET bodies
-   "drop_after": {"model.safetensors": 300000}}     # close the connection after N body bytes of a GET
+   "drop_after": {"model.safetensors": 300000},     # close the connection after N body bytes of a GET
                                                     # without Range, once per change of the control file
+   "gated": {"org/name": "manual"}}                 # model info says gated; its files answer 401 GatedRepo
+                                                    # without an Authorization header
 Every request is appended to --log as one JSON line when it ends ("event": "end": ts of its start, seconds,
-method, repo, file, revision, range, status, bytes sent, size, complete, dropped); a GET of a file also logs
+method, repo, file, revision, range, status, bytes sent, size, complete, dropped, auth: whether an
+`Authorization: Bearer` header came, never its value); a GET of a file also logs
 "event": "start" when its body starts, so a test can interrupt a transfer in flight.
 """
 
@@ -153,6 +156,7 @@ class Handler(BaseHTTPRequestHandler):
             "path": url.path,
             "query": url.query,
             "range": self.headers.get("Range"),
+            "auth": self.headers.get("Authorization", "").startswith("Bearer "),
             "user_agent": self.headers.get("User-Agent", ""),
             "bytes": 0,
             "complete": False,
@@ -207,7 +211,7 @@ class Handler(BaseHTTPRequestHandler):
             "sha": commit,
             "author": repo.split("/")[0],
             "private": False,
-            "gated": False,
+            "gated": self.gated(repo) or False,
             "disabled": False,
             "lastModified": LAST_MODIFIED,
             "createdAt": LAST_MODIFIED,
@@ -221,6 +225,10 @@ class Handler(BaseHTTPRequestHandler):
         if expand:
             body = {k: v for k, v in body.items() if k in expand or k in ("_id", "id")}
         self.send_json(body, commit=commit)
+
+    def gated(self, repo):
+        """The control file's gating of `repo` ("auto", "manual") or None."""
+        return self.hub.control()[0].get("gated", {}).get(repo)
 
     @staticmethod
     def tree(files, under, query):
@@ -255,6 +263,8 @@ class Handler(BaseHTTPRequestHandler):
         commit = self.hub.resolve(revision)
         if commit is None:
             return self.error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        if self.gated(repo) and not self.entry["auth"]:
+            return self.error(401, "GatedRepo", f"Access to model {repo} is restricted", commit=commit)
         info = self.hub.files(repo_dir).get(name)
         if info is None:
             return self.error(404, "EntryNotFound", f"{name} does not exist at {commit}", commit=commit)

@@ -6,6 +6,7 @@
 (b) A node given another engine image digest fails the play with one message naming node and digests,
     before either node pulls anything.
 (c) A tag without a digest (and the other malformed pins) is refused before anything changes.
+(d) A gated model downloads with the controller's token file, which no output shows and the head does not keep.
 
 Set-up is molecule/hf_model/prepare.yml (engine image pushed and pulled, fast link addressed); the model
 caches are cleared with `rm` (test set-up only: the role never deletes a cache) and left complete.
@@ -239,6 +240,31 @@ def test_a_prefix_revision_is_pinned_to_its_full_commit_and_another_commit_is_re
     assert f"{key} resolves to commit {COMMIT}, but it is pinned to {other} in {pins}" in out, out[-3000:]
     assert "the engine was not started on it" in out
     assert json.loads(pins.read_text()) == {key: other}, "a refused run must leave the pin as it was"
+
+
+def test_a_gated_model_downloads_with_the_controllers_token_which_never_shows(prepared, tmp_path):
+    """Alone proves, with the real hf client: the controller's token file reaches the download container (the
+    stand-in answers a gated repository's files 401 without a bearer, and every file request of the run carried
+    one), it never appears in -vvv output, and the head keeps no copy after the download."""
+    sentinel = "hf_TESTBED" + hashlib.sha256(b"gated").hexdigest()[:24]
+    token = tmp_path / "hf-token"
+    token.write_text(sentinel + "\n")
+    token.chmod(0o600)
+    cache = "/var/lib/spark-serve/hf-gated"
+    sh(0, f"rm -rf {cache}")
+    hub_control({"gated": {"spark-serve/tiny-llama": "manual"}})
+    mark = len(hub_log())
+    try:
+        extra = ["-e", f"hf_model_token_file={token}", "-e", f"hf_model_cache_dir={cache}", "--limit", "node-0"]
+        rc, out = ansible("molecule/hf_model/converge.yml", *extra, "-vvv")
+        assert rc == 0, out[-4000:]
+        assert sentinel not in out and sentinel[3:20] not in out
+        gets = file_gets(hub_log(mark))
+        assert gets and all(e["auth"] and e["status"] in (200, 206) for e in gets), gets
+        sh(0, "test ! -e /run/spark-serve-hf")
+    finally:
+        hub_control({})
+        sh(0, f"rm -rf {cache}")
 
 
 # ------------------------------------------------------------------------------------------------ pruning

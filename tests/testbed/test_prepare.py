@@ -5,19 +5,51 @@
 is the convergence from bare nodes (dgx_os.yml makes fresh nodes look like DGX OS) and these runs follow it on the
 same nodes. It replaces the Molecule scenario `prepare`, which converged a second pair from bare to prove the same
 (337 s of CI); the node roles' own scenarios still converge each role from bare.
+
+The converge-again run logs in as a non-root user with a sudo password, as on DGX OS (sudo_user), and gives that
+password the way `-K` does (`--become-password-file`): the -K path converges at no extra run.
 """
 
+import re
+
 import pytest
+import yaml
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import playbook
+from tests.testbed.helpers import INSTANCE, node_exec, playbook, run
 
 pytestmark = pytest.mark.testbed
 
+SUDO_USER = "spark"
+SUDO_PASSWORD = "testbed-sudo-password"  # a test node user's; given on stdin and in a 0600 file only
+
+
+@pytest.fixture(scope="module")
+def sudo_user(served_pair, tmp_path_factory):
+    """SUDO_USER on both test nodes: in group sudo with a password (Debian's `%sudo ALL=(ALL:ALL) ALL`, as DGX OS's
+    first user), the controller's test-bed key authorized; yields the become password file (0600)."""
+    script = (
+        f"id -u {SUDO_USER} >/dev/null 2>&1 || useradd -m -s /bin/bash -G sudo {SUDO_USER}; "
+        f"install -d -m 700 -o {SUDO_USER} -g {SUDO_USER} /home/{SUDO_USER}/.ssh && "
+        f"install -m 600 -o {SUDO_USER} -g {SUDO_USER} /root/.ssh/authorized_keys /home/{SUDO_USER}/.ssh/ && "
+        "chpasswd"
+    )
+    for index in range(2):
+        node = f"spark-serve-tb{INSTANCE}-node-{index}"
+        rc, out = run(["docker", "exec", "-i", node, "sh", "-c", script], input=f"{SUDO_USER}:{SUDO_PASSWORD}\n")
+        assert rc == 0, out
+    password_file = tmp_path_factory.mktemp("become") / "become-password"
+    password_file.write_text(SUDO_PASSWORD + "\n")
+    password_file.chmod(0o600)
+    return password_file
+
 
 @pytest.mark.parametrize("mode", [(), ("--check", "--diff")], ids=["converge-again", "check-diff"])
-def test_the_prepared_pair_is_left_unchanged_by_the_prepare_stage(served_pair, mode):
-    rc, out = playbook("site.yml", sf.PAIR, "--tags", "prepare", *mode, timeout=1800)
+def test_the_prepared_pair_is_left_unchanged_by_the_prepare_stage(served_pair, sudo_user, mode):
+    """converge-again alone proves that a non-root login whose sudo password is given as -K prepares the pair
+    (every become, the delegated ones included) without changing anything."""
+    as_user = () if mode else ("-e", f"ansible_user={SUDO_USER}", "--become-password-file", str(sudo_user))
+    rc, out = playbook("site.yml", sf.PAIR, "--tags", "prepare", *mode, *as_user, timeout=1800)
     assert rc == 0, out[-6000:]
     recap = sf.recap(out)
     print(f"\n[prepare stage again {' '.join(mode)}] {recap}")
@@ -26,7 +58,59 @@ def test_the_prepared_pair_is_left_unchanged_by_the_prepare_stage(served_pair, m
     assert changed == {}, out[-6000:]
 
 
+def test_a_sudo_user_without_its_password_is_refused_before_any_change(sudo_user):
+    """Alone proves: logged in as a user whose sudo wants a password that was not given, the prepare stage stops at
+    its first node task on both nodes, with one message per node naming the user, what sudo said and both fixes
+    (-K, the passwordless opt-in), and no host changed; the preflight's probes never ran."""
+    rc, out = playbook("site.yml", sf.PAIR, "--tags", "prepare", "-e", f"ansible_user={SUDO_USER}", timeout=600)
+    assert rc != 0, out[-6000:]
+    for node in ("node-0", "node-1"):
+        said = re.search(rf'fatal: \[{node}\]: FAILED! => {{"changed": false, "msg": "({node}: .*)"}}$', out, re.M)
+        assert said, out[-6000:]
+        message = said.group(1)
+        assert message.startswith(
+            f"{node}: Ansible logs in as {SUDO_USER} and cannot become root with sudo: Missing sudo password."
+        ), message
+        assert "ansible-playbook -K, --ask-become-pass" in message, message
+        assert "-K -e spark_preflight_passwordless_sudo=true" in message, message
+    recap = sf.recap(out)
+    assert {host: counts["failed"] for host, counts in recap.items()} == {"localhost": 0, "node-0": 1, "node-1": 1}
+    assert all(counts["changed"] == 0 for counts in recap.values()), recap
+    assert "TASK [spark_preflight : Read the kernel release" not in out
+    assert "PLAY [Prepare the nodes]" not in out
+
+
 def test_every_role_verifies_the_prepared_pair(served_pair):
     rc, out = playbook("tests/testbed/prepared/verify.yml", sf.PAIR)
     assert rc == 0, out[-6000:]
     assert "TASK [Check both nodes hold the same complete snapshot]" in out, out[-6000:]
+
+
+def test_the_passwordless_opt_in_lets_the_sudo_user_in_without_a_password(sudo_user, tmp_path):
+    """Alone proves: one run with the password and spark_preflight_passwordless_sudo=true writes a sudoers drop-in
+    that visudo accepts (0440), after which the same user becomes root with no password, and the write is
+    idempotent. The drop-in is removed afterwards (the other tests' user must keep needing its password)."""
+    book = tmp_path / "become.yml"
+    task = {"ansible.builtin.import_role": {"name": "spark_preflight", "tasks_from": "become"}}
+    book.write_text(yaml.safe_dump([{"hosts": "spark_nodes", "gather_facts": False, "tasks": [task]}]))
+    as_user = ("-e", f"ansible_user={SUDO_USER}")
+    try:
+        rc, out = playbook(
+            str(book),
+            sf.PAIR,
+            *as_user,
+            "-e",
+            "spark_preflight_passwordless_sudo=true",
+            "--become-password-file",
+            str(sudo_user),
+        )
+        assert rc == 0, out[-6000:]
+        assert {host: c["changed"] for host, c in sf.recap(out).items()} == {"node-0": 1, "node-1": 1}, out[-3000:]
+        rc, out = playbook(str(book), sf.PAIR, *as_user, "-e", "spark_preflight_passwordless_sudo=true")
+        assert rc == 0, out[-6000:]
+        assert {host: c["changed"] for host, c in sf.recap(out).items()} == {"node-0": 0, "node-1": 0}, out[-3000:]
+        rc, out = node_exec(0, "stat -c '%a %U' /etc/sudoers.d/spark-serve && cat /etc/sudoers.d/spark-serve")
+        assert out.split() == ["440", "root", SUDO_USER, "ALL=(ALL:ALL)", "NOPASSWD:", "ALL"], out
+    finally:
+        for index in range(2):
+            node_exec(index, "rm -f /etc/sudoers.d/spark-serve")
