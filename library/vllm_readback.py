@@ -25,6 +25,19 @@ options:
   tuned_table:
     description: File name of the tuned MoE table the profile names, when it names one.
     type: str
+  platform:
+    description: The profile's platform; with O(nodes) and O(env) it decides whether NCCL must report IB.
+    type: str
+    default: cpu
+  nodes:
+    description: The profile's node count.
+    type: int
+    default: 1
+  env:
+    description: The ranks' rendered environment. With NCCL_DEBUG at INFO or TRACE on a multi-node GPU profile,
+      every rank's NCCL must report C(Using network IB); Socket or no such line is a failure.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - read_only
 author:
@@ -53,6 +66,7 @@ figures:
     moe_config: /opt/spark-serve/tuned_configs/E=512,N=320,device_name=NVIDIA_GB10.json
     moe_default_warning: null
     attention_backend: FLASHINFER
+    nccl_network: IB
 ranks:
   description: The same figures per rank, in rank order.
   returned: always
@@ -72,7 +86,7 @@ failures:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.engine_readback import combine, judge, read_figures
+from ansible.module_utils.engine_readback import combine, expected_nccl_network, judge, read_figures
 
 
 def main():
@@ -81,12 +95,17 @@ def main():
             logs=dict(type="list", elements="str", required=True),
             predicted_block=dict(type="int"),
             tuned_table=dict(type="str"),
+            platform=dict(type="str", default="cpu"),
+            nodes=dict(type="int", default=1),
+            env=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     ranks = [read_figures(text.splitlines()) for text in module.params["logs"]]
     figures = combine(ranks)
-    failures = judge(figures, module.params["predicted_block"], module.params["tuned_table"])
+    p = module.params
+    expected = expected_nccl_network(p["platform"], p["nodes"], p["env"])
+    failures = judge(figures, p["predicted_block"], p["tuned_table"], ranks, expected)
     module.exit_json(
         changed=False, figures=figures, ranks=ranks, predicted_block=module.params["predicted_block"], failures=failures
     )

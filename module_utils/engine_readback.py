@@ -15,6 +15,10 @@ KV_CAPACITY = re.compile(
 MOE_TABLE = re.compile(r"Using configuration from (\S+) for MoE layer")
 MOE_DEFAULT = re.compile(r"Using default MoE config\. Performance might be sub-optimal! Config file not found at (.*)")
 ATTENTION_BACKEND = re.compile(r"Using (?:the )?(\w+) (?:attention )?backend\b(?! for ViT)")
+# NCCL's own line once it chose its transport (src/init.cc, INFO(NCCL_INIT, "Using network %s")): IB (RDMA, RoCE
+# included) or Socket (TCP). Printed at NCCL_DEBUG=INFO or TRACE only.
+NCCL_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
+NCCL_LOUD = ("INFO", "TRACE")
 
 
 def _number(text):
@@ -32,9 +36,10 @@ def _last(pattern, lines):
 
 
 def read_figures(lines):
-    """The figures one rank's log holds: attention block, KV capacity, concurrency, MoE table, attention backend."""
-    block, kv, table, default, backend = (
-        _last(p, lines) for p in (BLOCK, KV_CAPACITY, MOE_TABLE, MOE_DEFAULT, ATTENTION_BACKEND)
+    """The figures one rank's log holds: attention block, KV capacity, concurrency, MoE table, attention backend,
+    NCCL's transport."""
+    block, kv, table, default, backend, network = (
+        _last(p, lines) for p in (BLOCK, KV_CAPACITY, MOE_TABLE, MOE_DEFAULT, ATTENTION_BACKEND, NCCL_NETWORK)
     )
     return {
         "attention_block": int(block.group(1)) if block else None,
@@ -44,6 +49,7 @@ def read_figures(lines):
         "moe_config": table.group(1) if table else None,
         "moe_default_warning": default.group(0).strip() if default else None,
         "attention_backend": backend.group(1) if backend else None,
+        "nccl_network": network.group(1) if network else None,
     }
 
 
@@ -56,9 +62,35 @@ def combine(ranks):
     return figures
 
 
-def judge(figures, predicted_block, tuned_table=None):
-    """Failures (one line each, both values named) when the engine contradicts what was predicted or asked for."""
+def expected_nccl_network(platform, nodes, env):
+    """IB when NCCL must cross nodes over RDMA and its log says which transport it chose (NCCL_DEBUG INFO or TRACE,
+    which the Spark cluster profiles set); None when there is nothing to hold it to."""
+    loud = str((env or {}).get("NCCL_DEBUG", "")).upper() in NCCL_LOUD
+    return "IB" if platform != "cpu" and int(nodes or 1) > 1 and loud else None
+
+
+def network_failures(ranks, expected):
+    """One line per rank whose NCCL did not report the expected transport."""
     failures = []
+    for rank, figures in enumerate(ranks):
+        found = figures.get("nccl_network")
+        if found is None:
+            failures.append(
+                f"rank {rank}: NCCL's log names no transport (no 'NCCL INFO Using network' line at NCCL_DEBUG=INFO), "
+                f"so {expected} over the RoCE link is unproven"
+            )
+        elif found != expected:
+            failures.append(
+                f"rank {rank}: NCCL chose network {found}, not {expected}: its collectives run over TCP sockets at a "
+                "fraction of the RoCE link's speed (check NCCL_IB_HCA, /dev/infiniband in the container, the RoCE v2 "
+                "GID index; the rank's NCCL lines say why IB was skipped)"
+            )
+    return failures
+
+
+def judge(figures, predicted_block, tuned_table=None, ranks=(), nccl_network=None):
+    """Failures (one line each, both values named) when the engine contradicts what was predicted or asked for."""
+    failures = network_failures(ranks, nccl_network) if nccl_network else []
     logged = figures.get("attention_block")
     if logged is not None and predicted_block is not None and logged != predicted_block:
         failures.append(

@@ -1,7 +1,8 @@
 """The engine's logged figures read back (module_utils/engine_readback, library/vllm_readback) from log lines in
 the formats vLLM writes them."""
 
-from ansible.module_utils.engine_readback import combine, judge, read_figures
+import pytest
+from ansible.module_utils.engine_readback import combine, expected_nccl_network, judge, read_figures
 from ansible.modules import vllm_readback
 
 from tests.module_harness import run_module
@@ -33,6 +34,7 @@ def test_every_figure_is_read_from_the_lines_vllm_logs():
         "moe_config": f"/opt/spark-serve/tuned_configs/{TABLE}",
         "moe_default_warning": None,
         "attention_backend": "FLASHINFER",
+        "nccl_network": None,
     }
 
 
@@ -75,3 +77,39 @@ def test_the_module_returns_figures_per_rank_and_the_failures():
     assert result["changed"] is False and result["figures"]["attention_block"] == 832
     assert [rank["moe_default_warning"] is not None for rank in result["ranks"]] == [False, True]
     assert len(result["failures"]) == 1 and "default MoE config" in result["failures"][0]
+
+
+# NCCL's own lines at NCCL_DEBUG=INFO (the process prefix is the host name, pid and thread).
+NCCL_IB = "spark-a:312:312 [0] NCCL INFO Using network IB"
+NCCL_SOCKET = "spark-b:298:298 [0] NCCL INFO Using network Socket"
+LOUD = {"NCCL_DEBUG": "INFO"}
+
+
+@pytest.mark.parametrize(
+    ("platform", "nodes", "env", "expected"),
+    [
+        ("gb10", 2, LOUD, "IB"),
+        ("gb10", 4, {"NCCL_DEBUG": "trace"}, "IB"),
+        ("gb10", 1, LOUD, None),
+        ("cpu", 2, LOUD, None),
+        ("gb10", 2, {}, None),
+        ("gb10", 2, {"NCCL_DEBUG": "WARN"}, None),
+    ],
+)
+def test_ib_is_expected_only_across_gpu_nodes_whose_nccl_says_what_it_chose(platform, nodes, env, expected):
+    assert expected_nccl_network(platform, nodes, env) == expected
+
+
+def test_a_rank_on_sockets_or_silent_fails_the_gate_naming_the_rank():
+    ranks = [read_figures([NCCL_IB]), read_figures([NCCL_SOCKET]), read_figures(["no nccl here"])]
+    failures = judge(combine(ranks), None, ranks=ranks, nccl_network="IB")
+    assert [f.split(":")[0] for f in failures] == ["rank 1", "rank 2"], failures
+    assert "NCCL chose network Socket, not IB" in failures[0] and "names no transport" in failures[1]
+    assert judge(combine(ranks), None, ranks=ranks) == [], "nothing expected, nothing judged"
+
+
+def test_the_module_holds_a_spark_pair_to_ib():
+    args = {"logs": [NCCL_IB, NCCL_SOCKET], "platform": "gb10", "nodes": 2, "env": LOUD}
+    result = run_module(vllm_readback, args, check_mode=True)
+    assert [r["nccl_network"] for r in result["ranks"]] == ["IB", "Socket"]
+    assert len(result["failures"]) == 1 and result["failures"][0].startswith("rank 1: NCCL chose network Socket")
