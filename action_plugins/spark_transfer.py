@@ -123,7 +123,8 @@ class ActionModule(ActionBase):
         for _ in range(int(args["timeout_s"] / max(args["interval_s"], 0.2)) + 2):
             elapsed = time.monotonic() - started
             code, done = self.sample(runner, target, folder, args)
-            transfer.observe(elapsed, done)
+            if done is not None:
+                transfer.observe(elapsed, done)
             if code is not None:
                 return self.ended(result, here, runner, folder, args, code, transfer, elapsed, begun)
             display.display(f"[spark-serve] {transfer.line(here, args['step'])}")
@@ -139,7 +140,8 @@ class ActionModule(ActionBase):
         )
 
     def sample(self, runner, target, folder, args):
-        """(exit code or None while it runs, bytes done) in one round trip per node."""
+        """(exit code or None while it runs, bytes done) in one round trip per node; bytes None when the process that
+        counted them has ended (read_by)."""
         status = f"cat {folder}/rc 2>/dev/null || echo running"
         if args["read_by"]:
             status += (
@@ -150,7 +152,8 @@ class ActionModule(ActionBase):
         lines = out.split("\n")
         code = int(lines[0]) if lines[0].strip().lstrip("-").isdigit() else None
         if args["read_by"]:
-            return code, sum(int(line) for line in lines[1:] if line.strip().isdigit())
+            counts = [int(line) for line in lines[1:] if line.strip().isdigit()]
+            return code, sum(counts) if code is None or counts else None
         roots = " ".join(shlex.quote(path) for path in args["paths"])
         _, listing, _ = target.run(f"find {roots} -type f -printf '%f %s\\n' 2>/dev/null; true", timeout=120)
         return code, bytes_of(listing, args["names"])
@@ -175,9 +178,9 @@ class ActionModule(ActionBase):
                 f"{human_bytes(transfer.last or 0)} of {human_bytes(transfer.total)}: "
                 f"{(stderr or stdout).strip()[-500:]}. {args['resume']}",
             )
-        display.display(
-            f"[spark-serve] {here}: {args['step']} done: {human_bytes(transfer.last or 0)} in {human_duration(elapsed)}"
-        )
+        # A stream's reader is gone at the end (read_by): its last look is all there is to count.
+        counted = "" if args["read_by"] else f": {human_bytes(transfer.last or 0)}"
+        display.display(f"[spark-serve] {here}: {args['step']} done{counted} in {human_duration(elapsed)}")
         result["msg"] = f"{args['step']} done in {elapsed:.0f} s"
         return result
 

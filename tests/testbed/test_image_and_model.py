@@ -6,7 +6,7 @@
 (b) A node given another engine image digest fails the play with one message naming node and digests,
     before either node pulls anything.
 (c) A tag without a digest (and the other malformed pins) is refused before anything changes.
-(d) The copy to the other node prints progress lines; a stalled copy fails naming the node and the step, leaves
+(e) The copy to the other node prints progress lines; a stalled copy fails naming the node and the step, leaves
     nothing running, and a rerun completes it.
 
 Set-up is molecule/hf_model/prepare.yml (engine image pushed and pulled, fast link addressed); the model
@@ -165,7 +165,7 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
     hub_control({})
 
 
-# ------------------------------------------------------------------------------------------------ (d)
+# ------------------------------------------------------------------------------------------------ (e)
 PROGRESS = re.compile(r"\[spark-serve\] node-1: model copy from node-0 ([\d.]+) of ([\d.]+ MB) \(")
 
 
@@ -393,8 +393,12 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     with local_patch(tmp_path / "a", mark) as images:
         ref = recipe(images[1].split("=", 1)[1], "testbed", base)["ref"]
         assert image_ids(ref) == ["", ""], f"{ref} is already on a node"
-        rc, out = build_image(base, *images)
+        rc, out = build_image(base, *images, "-e", "engine_image_progress_interval=1")
         assert rc == 0, out[-4000:]
+        loads = re.findall(r"\[spark-serve\] node-1: image load from node-0 ([\d.]+) of [\d.]+ [kMG]B \(", out)
+        assert len(loads) >= 2 and float(loads[-1]) > 0, out[-4000:]  # the bytes sent to node-1, a line a second
+        assert "[spark-serve] node-1: image load from node-0 done in" in out, out[-4000:]
+        print(f"\n[engine_image] load to node-1: {len(loads)} progress lines, the last at {loads[-1]} of the image")
         first = image_ids(ref)
         assert first[0].startswith("sha256:") and first[0] == first[1], first  # the head's image on node-1 too
         rc, rerun = build_image(base, *images)
