@@ -127,7 +127,8 @@ class ActionModule(ActionBase):
                 transfer.observe(elapsed, done)
             if code is not None:
                 return self.ended(result, here, runner, folder, args, code, transfer, elapsed, begun)
-            display.display(f"[spark-serve] {transfer.line(here, args['step'])}")
+            # Two looks without a byte: the line says for how long.
+            display.display(f"[spark-serve] {transfer.line(here, args['step'], elapsed, 2 * args['interval_s'])}")
             if transfer.stalled(elapsed, args["stall_s"]):
                 return self.failed(result, transfer.stall_message(here, args["step"], elapsed, args["resume"]))
             if elapsed > args["timeout_s"]:

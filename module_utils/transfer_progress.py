@@ -90,23 +90,21 @@ class Transfer:
         """True when no byte moved for stall_s seconds (stall_s <= 0: never)."""
         return stall_s > 0 and self.stalled_for(at) >= stall_s
 
-    def line(self, node, step):
-        """'spark-b: model copy from spark-a 12.4 of 107.0 GB (11.6%) at 410 MB/s, 4 min left'."""
+    def line(self, node, step, at, quiet_s):
+        """'spark-b: model copy from spark-a 12.4 of 107.0 GB (11.6%) at 410 MB/s, 4 min left'; once no byte has
+        moved for quiet_s, how long instead of the time left (the rate of the last minute still reads above 0)."""
         done = self.last or 0
         total = human_bytes(self.total)
-        unit = total.split()[-1]
-        scale = dict(TB=1e12, GB=1e9, MB=1e6, kB=1e3).get(unit)
+        scale = dict(TB=1e12, GB=1e9, MB=1e6, kB=1e3).get(total.split()[-1])
         shown = f"{done / scale:.1f}" if scale else str(done)
         percent = f" ({100.0 * done / self.total:.1f}%)" if self.total else ""
         rate = self.rate()
         speed = f" at {human_bytes(rate)}/s" if rate is not None else ""
         left = self.seconds_left()
-        if rate == 0:
-            tail = ", no byte moved lately"
-        elif left is not None:
-            tail = f", {human_duration(left)} left"
+        if self.stalled_for(at) >= quiet_s:
+            tail = f", no byte for {human_duration(self.stalled_for(at))}"
         else:
-            tail = ""
+            tail = f", {human_duration(left)} left" if left is not None else ""
         return f"{node}: {step} {shown} of {total}{percent}{speed}{tail}"
 
     def stall_message(self, node, step, at, resume):

@@ -91,25 +91,30 @@ def test_stall_verdict(samples, at, stall_s, stalled):
 
 
 @pytest.mark.parametrize(
-    ("samples", "total", "line"),
+    ("samples", "total", "at", "line"),  # quiet_s 20
     [
-        ([(0, 0)], 107 * GB, "spark-b: model copy from spark-a 0.0 of 107.0 GB (0.0%)"),
+        ([(0, 0)], 107 * GB, 0, "spark-b: model copy from spark-a 0.0 of 107.0 GB (0.0%)"),
         (
             [(0, 0), (30, int(12.4 * GB))],
             107 * GB,
+            30,
             "spark-b: model copy from spark-a 12.4 of 107.0 GB (11.6%) at 413.3 MB/s, 4 min left",
         ),
+        # nothing yet, but only for one look: no time left to tell, no complaint either
+        ([(0, 0), (10, 0)], 107 * GB, 10, "spark-b: model copy from spark-a 0.0 of 107.0 GB (0.0%) at 0 B/s"),
+        # two looks without a byte: how long, not a time left from the last minute's rate
         (
-            [(0, 5), (30, 5)],
+            [(0, 0), (10, GB), (20, GB), (30, GB)],
             107 * GB,
-            "spark-b: model copy from spark-a 0.0 of 107.0 GB (0.0%) at 0 B/s, no byte moved lately",
+            30,
+            "spark-b: model copy from spark-a 1.0 of 107.0 GB (0.9%) at 33.3 MB/s, no byte for 20 s",
         ),
-        ([(0, 0), (1, 300)], 900, "spark-b: model copy from spark-a 300 of 900 B (33.3%) at 300 B/s, 2 s left"),
-        ([(0, 0)], 0, "spark-b: model copy from spark-a 0 of 0 B"),
+        ([(0, 0), (1, 300)], 900, 1, "spark-b: model copy from spark-a 300 of 900 B (33.3%) at 300 B/s, 2 s left"),
+        ([(0, 0)], 0, 0, "spark-b: model copy from spark-a 0 of 0 B"),
     ],
 )
-def test_the_progress_line(samples, total, line):
-    assert run(samples, total=total).line("spark-b", "model copy from spark-a") == line
+def test_the_progress_line(samples, total, at, line):
+    assert run(samples, total=total).line("spark-b", "model copy from spark-a", at, quiet_s=20) == line
 
 
 def test_the_stall_message_names_node_step_bytes_and_how_to_resume():
