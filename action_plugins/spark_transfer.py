@@ -120,9 +120,10 @@ class ActionModule(ActionBase):
             f"[spark-serve] {here}: {args['step']}: {human_bytes(args['total'])}, a line every "
             f"{args['interval_s']:.0f} s, stopped after {human_duration(args['stall_s'])} without a byte"
         )
-        for _ in range(int(args["timeout_s"] / max(args["interval_s"], 0.2)) + 2):
-            elapsed = time.monotonic() - started
-            code, done = self.sample(runner, target, folder, args)
+        wait_s = 0.0  # the first look at once, then one every interval_s
+        for _ in range(int(args["timeout_s"] / max(args["interval_s"], 0.5)) + 2):
+            code, done = self.sample(runner, target, folder, args, wait_s)
+            elapsed, wait_s = time.monotonic() - started, args["interval_s"]
             if done is not None:
                 transfer.observe(elapsed, done)
             if code is not None:
@@ -133,23 +134,26 @@ class ActionModule(ActionBase):
                 return self.failed(result, transfer.stall_message(here, args["step"], elapsed, args["resume"]))
             if elapsed > args["timeout_s"]:
                 break
-            time.sleep(args["interval_s"])
         return self.failed(
             result,
             f"{here}: {args['step']} did not end within {human_duration(args['timeout_s'])} at "
             f"{human_bytes(transfer.last or 0)} of {human_bytes(transfer.total)}; it was stopped. {args['resume']}",
         )
 
-    def sample(self, runner, target, folder, args):
-        """(exit code or None while it runs, bytes done) in one round trip per node; bytes None when the process that
-        counted them has ended (read_by)."""
-        status = f"cat {folder}/rc 2>/dev/null || echo running"
+    def sample(self, runner, target, folder, args, wait_s):
+        """(exit code or None while it runs, bytes done) after up to wait_s on the node for the command to end (so
+        its end is seen within half a second, not at the next look), in one round trip per node; bytes None when
+        the process that counted them has ended (read_by)."""
+        status = (
+            f"n=0; while [ ! -f {folder}/rc ] && [ $n -lt {int(wait_s * 2)} ]; do sleep 0.5; n=$((n+1)); done; "
+            f"cat {folder}/rc 2>/dev/null || echo running"
+        )
         if args["read_by"]:
             status += (
                 f"; for p in $(pgrep -g $(cat {folder}/pid) -x {shlex.quote(args['read_by'])}); "
                 "do sed -n 's/^rchar: //p' /proc/$p/io; done 2>/dev/null"
             )
-        _, out, _ = runner.run(status, timeout=60)
+        _, out, _ = runner.run(status, timeout=wait_s + 60)
         lines = out.split("\n")
         code = int(lines[0]) if lines[0].strip().lstrip("-").isdigit() else None
         if args["read_by"]:
