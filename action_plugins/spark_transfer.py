@@ -33,7 +33,7 @@ ARGUMENT_SPEC = dict(
     stdin=dict(type="str", default=""),
     run_on=dict(type="str"),
     total=dict(type="int", required=True),
-    paths=dict(type="list", elements="str", default=[]),
+    paths=dict(type="list", elements="str"),
     names=dict(type="list", elements="str"),
     read_by=dict(type="str"),
     interval_s=dict(type="float", default=30),
@@ -80,7 +80,6 @@ class ActionModule(ActionBase):
         if self._play_context.check_mode:
             result.update(changed=True, msg=f"check mode: {args['step']} would run")
             return result
-        self.node = self._shared_loader_obj.action_loader.get("vllm_staged_start", class_only=True).node.__get__(self)
         here = task_vars["inventory_hostname"]
         target = Node(self, here, task_vars)
         runner = Node(self, args["run_on"], task_vars) if args["run_on"] and args["run_on"] != here else target
@@ -91,6 +90,11 @@ class ActionModule(ActionBase):
             self.stop(runner, folder, args["stop_argv"])
             for node in {id(n): n for n in (runner, target)}.values():
                 node.connection.close()
+
+    def node(self, host, task_vars):
+        """The connection a task on `host` would get, made where vllm_staged_start makes its ranks' (one place)."""
+        staged = self._shared_loader_obj.action_loader.get("vllm_staged_start", class_only=True)
+        return staged.node(self, host, task_vars)
 
     def launch(self, runner, args):
         """Start the command in its own session on `runner`; the folder (mode 0700) that holds its pid, stdin,
@@ -118,7 +122,7 @@ class ActionModule(ActionBase):
         started, begun = time.monotonic(), time.strftime("%Y-%m-%d %H:%M:%S")
         display.display(
             f"[spark-serve] {here}: {args['step']}: {human_bytes(args['total'])}, a line every "
-            f"{args['interval_s']:.0f} s, stopped after {human_duration(args['stall_s'])} without a byte"
+            f"{args['interval_s']:g} s, stopped after {human_duration(args['stall_s'])} without a byte"
         )
         wait_s = 0.0  # the first look at once, then one every interval_s
         for _ in range(int(args["timeout_s"] / max(args["interval_s"], 0.5)) + 2):
@@ -143,9 +147,10 @@ class ActionModule(ActionBase):
     def sample(self, runner, target, folder, args, wait_s):
         """(exit code or None while it runs, bytes done) after up to wait_s on the node for the command to end (so
         its end is seen within half a second, not at the next look), in one round trip per node; bytes None when
-        the process that counted them has ended (read_by)."""
+        no process counts them (read_by: the reader has not started yet or has ended)."""
+        tick = min(0.5, max(wait_s, 0.05))
         status = (
-            f"n=0; while [ ! -f {folder}/rc ] && [ $n -lt {int(wait_s * 2)} ]; do sleep 0.5; n=$((n+1)); done; "
+            f"n=0; while [ ! -f {folder}/rc ] && [ $n -lt {round(wait_s / tick)} ]; do sleep {tick}; n=$((n+1)); done; "
             f"cat {folder}/rc 2>/dev/null || echo running"
         )
         if args["read_by"]:
@@ -158,7 +163,7 @@ class ActionModule(ActionBase):
         code = int(lines[0]) if lines[0].strip().lstrip("-").isdigit() else None
         if args["read_by"]:
             counts = [int(line) for line in lines[1:] if line.strip().isdigit()]
-            return code, sum(counts) if code is None or counts else None
+            return code, sum(counts) if counts else None
         roots = " ".join(shlex.quote(path) for path in args["paths"])
         _, listing, _ = target.run(f"find {roots} -type f -printf '%f %s\\n' 2>/dev/null; true", timeout=120)
         return code, bytes_of(listing, args["names"])

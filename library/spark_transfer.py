@@ -43,7 +43,6 @@ options:
     description: Folders or files on the task's host whose files count as done. One of O(paths) and O(read_by).
     type: list
     elements: str
-    default: []
   names:
     description:
       - Only files under O(paths) named after one of these count (a blob C(<name>), rsync's C(.<name>.XXXXXX), the
