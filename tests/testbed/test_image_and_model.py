@@ -395,10 +395,10 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
         assert image_ids(ref) == ["", ""], f"{ref} is already on a node"
         rc, out = build_image(base, *images, "-e", "engine_image_progress_interval=1")
         assert rc == 0, out[-4000:]
-        loads = re.findall(r"\[spark-serve\] node-1: image load from node-0 ([\d.]+) of [\d.]+ [kMG]B \(", out)
-        assert len(loads) >= 2 and float(loads[-1]) > 0, out[-4000:]  # the bytes sent to node-1, a line a second
+        loads = re.findall(r"\[spark-serve\] node-1: image load from node-0 ([\d.]+) of ([\d.]+ [kMG]B) \(", out)
+        assert len(loads) >= 2 and float(loads[-1][0]) > 0, out[-4000:]  # the bytes sent to node-1, a line a second
         assert "[spark-serve] node-1: image load from node-0 done in" in out, out[-4000:]
-        print(f"\n[engine_image] load to node-1: {len(loads)} progress lines, the last at {loads[-1]} of the image")
+        print(f"\n[engine_image] load to node-1: {len(loads)} progress lines, the last {' of '.join(loads[-1])}")
         first = image_ids(ref)
         assert first[0].startswith("sha256:") and first[0] == first[1], first  # the head's image on node-1 too
         rc, rerun = build_image(base, *images)
