@@ -206,6 +206,8 @@ class ActionModule(ActionBase):
         `stop_argv` runs (a container the command started); the folder goes."""
         stop = shlex.join(stop_argv) + " >/dev/null 2>&1; " if stop_argv else ""
         runner.run(
+            # A command stopped at once may not have written its pid yet.
+            f"for i in 1 2 3 4 5 6 7 8 9 10; do [ -s {folder}/pid ] && break; sleep 0.1; done; "
             f'g=$(cat {folder}/pid 2>/dev/null); if [ -n "$g" ] && [ ! -f {folder}/rc ]; then '
             f"kill -TERM -$g 2>/dev/null; kill -CONT -$g 2>/dev/null; "
             f"for i in 1 2 3 4 5 6 7 8 9 10; do pgrep -g $g >/dev/null || break; sleep 0.5; done; "
