@@ -6,7 +6,10 @@
 (b) A node given another engine image digest fails the play with one message naming node and digests,
     before either node pulls anything.
 (c) A tag without a digest (and the other malformed pins) is refused before anything changes.
-(d) A gated model downloads with the controller's token file, which no output shows and the head does not keep.
+(d) The image built on the head is loaded on the other node, printing its progress.
+(e) The copy to the other node prints progress lines; a stalled copy fails naming the node and the step, leaves
+    nothing running, and a rerun completes it.
+(f) A gated model downloads with the controller's token file, which no output shows and the head does not keep.
 
 Set-up is molecule/hf_model/prepare.yml (engine image pushed and pulled, fast link addressed); the model
 caches are cleared with `rm` (test set-up only: the role never deletes a cache) and left complete.
@@ -14,6 +17,7 @@ caches are cleared with `rm` (test set-up only: the role never deletes a cache) 
 
 import hashlib
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -161,6 +165,79 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
     rc, out = ansible("molecule/hf_model/converge.yml")
     assert rc == 0 and "changed=0" in out and out.count("changed=0") == 2, out[-3000:]
     hub_control({})
+
+
+# ------------------------------------------------------------------------------------------------ (e)
+PROGRESS = re.compile(r"\[spark-serve\] node-1: model copy from node-0 ([\d.]+) of ([\d.]+ MB) \(")
+
+
+def copy_converge(*extra):
+    """The converge args with node-1's copy slowed to ~4 MB/s (rsync --bwlimit) and a progress line every second."""
+    return [
+        str(BIN / "ansible-playbook"),
+        "-i",
+        "inventories/testbed-pair",
+        "molecule/hf_model/converge.yml",
+        "-e",
+        "hf_model_copy_bwlimit=4000",
+        "-e",
+        "hf_model_progress_interval=1",
+        *extra,
+    ]
+
+
+def test_the_copy_prints_progress_and_a_stalled_copy_fails_and_resumes(prepared):
+    """Reuses (a)'s bed: node-0 holds the snapshot; node-1's is removed, so only the copy runs."""
+    started = time.monotonic()
+    sh(1, f"rm -rf {CACHE}")
+    total = sum(p.stat().st_size for p in HUB_REPO_DIR.rglob("*") if p.is_file())
+    blobs = f"{CACHE}/hub/models--spark-serve--tiny-llama/blobs"
+
+    # Stall: the head's rsync is stopped (SIGSTOP) a few MB into the copy; 3 s without a byte fail the copy.
+    proc = subprocess.Popen(
+        copy_converge("-e", "hf_model_stall_timeout=3"),
+        cwd=ROOT,
+        env=command_env(ENV),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while int(node_exec(1, f"du -sb {blobs} 2>/dev/null | cut -f1 || echo 0")[1].strip() or 0) < 4_000_000:
+            assert time.monotonic() < deadline and proc.poll() is None, "the copy never started"
+            time.sleep(0.3)
+        pids = sh(0, "pgrep -x rsync").split()
+        sh(0, f"kill -STOP {' '.join(pids)}")
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out[-3000:]
+    assert "fatal: [node-1]" in out, out[-3000:]
+    stalled = r"node-1: model copy from node-0 stalled: no byte moved for [3-9] s at [\d.]+ MB of"
+    assert re.search(stalled, out), out[-3000:]
+    assert "A rerun resumes the copy" in out, out[-3000:]
+    assert "hf_model copy" not in sh(1, "cat /root/.ssh/authorized_keys"), "the copy key outlived the failed copy"
+    assert node_exec(0, "pgrep -x rsync")[0] == 1, "the stopped rsync outlived the failed copy on node-0"
+    assert node_exec(0, "ls -d /tmp/spark-transfer.* 2>/dev/null")[1].strip() == ""
+    deadline = time.monotonic() + 30  # the receiver on node-1 ends once its sender's connection closes
+    while node_exec(1, "pgrep -x rsync")[0] == 0:
+        assert time.monotonic() < deadline, "rsync still runs on node-1 after the failed copy"
+        time.sleep(0.5)
+
+    # The rerun completes, printing a line a second with the bytes present on node-1 and the snapshot's total.
+    rc, out = run(copy_converge(), timeout=1200, env=ENV)
+    assert rc == 0, out[-4000:]
+    lines = PROGRESS.findall(out)
+    assert len(lines) >= 2, out[-3000:]
+    assert {shown_total for _, shown_total in lines} == {f"{total / 1e6:.1f} MB"}, lines
+    done = [float(shown) for shown, _ in lines]
+    assert done == sorted(done) and done[-1] > done[0], lines
+    assert "node-1: model copy from node-0 done" in out
+    manifest = json.loads(sh(1, f"cat {CACHE}/spark-serve-manifests/models--spark-serve--tiny-llama@{COMMIT}.json"))
+    assert manifest["copy"]["source"] == "node-0", manifest
+    print(f"\n[hf_model] stalled copy, then the copy with {len(lines)} lines: {time.monotonic() - started:.0f} s")
 
 
 # ------------------------------------------------------------------------------------------------ (b)
@@ -343,8 +420,12 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     with local_patch(tmp_path / "a", mark) as images:
         ref = recipe(images[1].split("=", 1)[1], "testbed", base)["ref"]
         assert image_ids(ref) == ["", ""], f"{ref} is already on a node"
-        rc, out = build_image(base, *images)
+        rc, out = build_image(base, *images, "-e", "engine_image_progress_interval=1")
         assert rc == 0, out[-4000:]
+        loads = re.findall(r"\[spark-serve\] node-1: image load from node-0 ([\d.]+) of ([\d.]+ [kMG]B) \(", out)
+        assert len(loads) >= 2 and float(loads[-1][0]) > 0, out[-4000:]  # the bytes sent to node-1, a line a second
+        assert "[spark-serve] node-1: image load from node-0 done in" in out, out[-4000:]
+        print(f"\n[engine_image] load to node-1: {len(loads)} progress lines, the last {' of '.join(loads[-1])}")
         first = image_ids(ref)
         assert first[0].startswith("sha256:") and first[0] == first[1], first  # the head's image on node-1 too
         rc, rerun = build_image(base, *images)

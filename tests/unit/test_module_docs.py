@@ -16,6 +16,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible.plugins.action import spark_lock as spark_lock_action
 from ansible.plugins.action import spark_profile as spark_profile_action
+from ansible.plugins.action import spark_transfer as spark_transfer_action
 from ansible.plugins.action import vllm_staged_start as staged_start_action
 
 from tests.runner import BIN, ROOT, command_env
@@ -26,6 +27,7 @@ MODULES = {path.stem: library for library in LIBRARIES for path in sorted((ROOT 
 ACTION_SPECS = {
     "spark_lock": spark_lock_action.ARGUMENT_SPEC,
     "spark_profile": spark_profile_action.ARGUMENT_SPEC,
+    "spark_transfer": spark_transfer_action.ARGUMENT_SPEC,
     "vllm_staged_start": staged_start_action.ARGUMENT_SPEC,
 }
 # What a missing field means, in the documentation and in an argument spec alike.
