@@ -78,9 +78,9 @@ class Transfer:
     def seconds_left(self):
         """Seconds to the total at the current rate; None without a rate (or at rate 0: unknown, not infinite)."""
         rate = self.rate()
-        if not rate or self.last is None:
+        if not rate or self.last is None or self.last > self.total:  # past its estimate: the end is unknown
             return None
-        return max(0, self.total - self.last) / rate
+        return (self.total - self.last) / rate
 
     def stalled_for(self, at):
         """Seconds since the bytes last changed."""
@@ -97,7 +97,9 @@ class Transfer:
         total = human_bytes(self.total)
         scale = dict(TB=1e12, GB=1e9, MB=1e6, kB=1e3).get(total.split()[-1])
         shown = f"{done / scale:.1f}" if scale else str(done)
-        percent = f" ({100.0 * done / self.total:.1f}%)" if self.total else ""
+        # A stream can outgrow its estimate (an image's save stream against its size): the total then reads as one.
+        percent = f" ({100.0 * done / self.total:.1f}%)" if self.total and done <= self.total else ""
+        total = total if done <= self.total or not self.total else f"about {total}"
         rate = self.rate()
         speed = f" at {human_bytes(rate)}/s" if rate is not None else ""
         left = self.seconds_left()

@@ -111,6 +111,13 @@ def test_stall_verdict(samples, at, stall_s, stalled):
         ),
         ([(0, 0), (1, 300)], 900, 1, "spark-b: model copy from spark-a 300 of 900 B (33.3%) at 300 B/s, 2 s left"),
         ([(0, 0)], 0, 0, "spark-b: model copy from spark-a 0 of 0 B"),
+        # past its estimate: no percent above 100, the total said to be one
+        (
+            [(0, 0), (10, int(2.7 * GB))],
+            int(2.6 * GB),
+            10,
+            "spark-b: model copy from spark-a 2.7 of about 2.6 GB at 270.0 MB/s",
+        ),
     ],
 )
 def test_the_progress_line(samples, total, at, line):
