@@ -2,6 +2,7 @@
 this machine): the detached start, the looks at the bytes, the stall that stops the whole process group."""
 
 import os
+import re
 import shlex
 import subprocess
 import uuid
@@ -110,7 +111,10 @@ def test_bytes_read_by_a_process_of_the_stream_count(lines):
         stall_s=5,
     )
     assert not result.get("failed"), result
-    done = [float(line.split(" of ")[0].rsplit(" ", 1)[1]) for line in lines if " of 3.0 MB (" in line]
+    # cat's own few startup reads may carry it just past the estimate ("3.0 of about 3.0 MB")
+    done = [
+        float(found.group(1)) for found in map(re.compile(r" ([\d.]+) of (?:about )?3\.0 MB").search, lines) if found
+    ]
     assert done[-1] == 3.0 and done == sorted(done) and len(set(done)) >= 3, lines  # cat's reads, while it ran
     assert lines[-1].startswith("[spark-serve] spark-b: image load from spark-a done in "), lines
 
