@@ -45,6 +45,8 @@ ARGUMENT_SPEC = dict(
 MUTUALLY_EXCLUSIVE = [("argv", "shell"), ("paths", "read_by")]
 REQUIRED_ONE_OF = [("argv", "shell"), ("paths", "read_by")]
 TAIL = 2000  # characters of the command's stdout and stderr kept in the result
+# When the command started and ended, on the sending node's clock (the copies of one fan-out compare on the head's).
+STAMP = "date +%Y-%m-%d\\ %H:%M:%S.%6N"
 
 
 class Node:
@@ -103,9 +105,9 @@ class ActionModule(ActionBase):
         script = (
             "umask 077; d=$(mktemp -d /tmp/spark-transfer.XXXXXX) || exit 1; "
             f"echo {self.b64(command)} | base64 -d > $d/cmd; echo {self.b64(args['stdin'])} | base64 -d > $d/stdin; "
-            'setsid bash -c \'echo $$ > "$0/pid"; bash -o pipefail "$0/cmd" < "$0/stdin" > "$0/out" '
-            '2> "$0/err"; echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"\' $d < /dev/null > /dev/null 2>&1 & '
-            "echo $d"
+            f'setsid bash -c \'echo $$ > "$0/pid"; {STAMP} > "$0/started"; bash -o pipefail "$0/cmd" '
+            f'< "$0/stdin" > "$0/out" 2> "$0/err"; echo $? > "$0/rc.tmp"; {STAMP} > "$0/ended"; '
+            'mv "$0/rc.tmp" "$0/rc"\' $d < /dev/null > /dev/null 2>&1 & echo $d'
         )
         rc, out, err = runner.run(script, timeout=60)
         folder = out.strip().splitlines()[-1] if rc == 0 and out.strip() else ""
@@ -119,7 +121,7 @@ class ActionModule(ActionBase):
 
     def watch(self, result, here, runner, target, folder, args):
         transfer = Transfer(args["total"], 0.0)
-        started, begun = time.monotonic(), time.strftime("%Y-%m-%d %H:%M:%S")
+        started = time.monotonic()
         display.display(
             f"[spark-serve] {here}: {args['step']}: {human_bytes(args['total'])}, a line every "
             f"{args['interval_s']:g} s, stopped after {human_duration(args['stall_s'])} without a byte"
@@ -131,7 +133,7 @@ class ActionModule(ActionBase):
             if done is not None:
                 transfer.observe(elapsed, done)
             if code is not None:
-                return self.ended(result, here, runner, folder, args, code, transfer, elapsed, begun)
+                return self.ended(result, here, runner, folder, args, code, transfer, elapsed)
             # Two looks without a byte: the line says for how long.
             display.display(f"[spark-serve] {transfer.line(here, args['step'], elapsed, 2 * args['interval_s'])}")
             if transfer.stalled(elapsed, args["stall_s"]):
@@ -168,16 +170,21 @@ class ActionModule(ActionBase):
         _, listing, _ = target.run(f"find {roots} -type f -printf '%f %s\\n' 2>/dev/null; true", timeout=120)
         return code, bytes_of(listing, args["names"])
 
-    def ended(self, result, here, runner, folder, args, code, transfer, elapsed, begun):
-        _, out, _ = runner.run(f"tail -c {TAIL} {folder}/out; echo; echo ---; tail -c {TAIL} {folder}/err", 60)
-        stdout, _, stderr = out.rpartition("\n---\n")
+    def ended(self, result, here, runner, folder, args, code, transfer, elapsed):
+        _, out, _ = runner.run(
+            f"cat {folder}/started {folder}/ended; tail -c {TAIL} {folder}/out; echo; echo ---; "
+            f"tail -c {TAIL} {folder}/err",
+            60,
+        )
+        start, end, rest = (out.split("\n", 2) + ["", ""])[:3]
+        stdout, _, stderr = rest.rpartition("\n---\n")
         result.update(
             changed=True,
             rc=code,
             stdout=stdout.strip("\n"),
             stderr=stderr.strip("\n"),
-            start=begun,
-            end=time.strftime("%Y-%m-%d %H:%M:%S"),
+            start=start,
+            end=end,
             seconds=round(elapsed, 1),
             bytes=transfer.last or 0,
         )

@@ -113,15 +113,15 @@ stderr:
   type: str
   sample: ""
 start:
-  description: When the transfer started (the controller's clock).
+  description: When the command started, on the clock of the node it ran on (O(run_on)), to the microsecond.
   returned: when the command ended by itself
   type: str
-  sample: "2026-12-06 11:02:03"
+  sample: "2026-12-06 11:02:03.512094"
 end:
-  description: When the transfer ended (the controller's clock).
+  description: When the command ended, on the same clock.
   returned: when the command ended by itself
   type: str
-  sample: "2026-12-06 11:06:40"
+  sample: "2026-12-06 11:06:40.104418"
 seconds:
   description: Seconds the transfer took.
   returned: when the command ended by itself

@@ -1,6 +1,7 @@
 """action_plugins/spark_transfer.py run in-process, its node commands run by the local shell (Node patched: a node is
 this machine): the detached start, the looks at the bytes, the stall that stops the whole process group."""
 
+import datetime
 import os
 import re
 import shlex
@@ -66,6 +67,9 @@ def test_progress_lines_count_the_named_files_until_the_command_ends(lines, tmp_
     )
     assert not result.get("failed"), result
     assert (result["rc"], result["bytes"]) == (0, 300000)
+    # when the command ran, on the node's clock to the microsecond (a fan-out's copies compare on the head's)
+    stamps = [datetime.datetime.strptime(result[key], "%Y-%m-%d %H:%M:%S.%f") for key in ("start", "end")]
+    assert 0.9 < (stamps[1] - stamps[0]).total_seconds() < 30, result
     done = [float(line.split(" of ")[0].rsplit(" ", 1)[1]) for line in lines if " of 300.0 kB (" in line]
     assert len(done) >= 3 and done == sorted(done) and done[-1] > done[0], lines
     assert lines[-1].startswith("[spark-serve] spark-b: model copy from spark-a done: 300.0 kB in "), lines
