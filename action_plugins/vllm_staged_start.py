@@ -521,10 +521,10 @@ class ActionModule(ActionBase):
                 "not enough memory to start: " + "; ".join(problems) + f" (looked for {wait_s:.0f} s after this "
                 "service's containers were removed) -- no rank was started"
             )
-        display.display(
-            "[vllm] memory available: "
-            + ", ".join(f"{rank.label} {available} GiB (takes {need})" for rank, available, need, _ in verdicts)
+        shown = ", ".join(
+            f"{rank.host} {available} GiB (the profile takes {need})" for rank, available, need, _ in verdicts
         )
+        display.display(f"[vllm] memory available before the start: {shown}")
         return ""
 
     @staticmethod

@@ -245,11 +245,16 @@ CHANGED = {"engine": {"max_num_seqs": 3}}
 CHANGED_NO_ROLLBACK = {"spark_serve_profile_overrides": {**CHANGED, "acceptance": {"rollback": False}}}
 
 
+# A line of the start watch's looks at the ranks ("[vllm]    11 s  rank 0 (node-0): ... | rank 1 (node-1): ..."), not
+# one it prints before the ranks start.
+LOOK = re.compile(r"^\[vllm\] +\d+ s  ")
+
+
 def kill_worker_during_start(worker=1, inventory=PAIR, nodes=2, model=MODEL):
     """(a) A worker is killed while the head waits for it / loads."""
 
     def kill_worker_once_started(line, marks):
-        if "killed" not in marks and "[vllm]" in line and f"rank {worker} (node-{worker})" in line:
+        if "killed" not in marks and LOOK.match(line) and f"rank {worker} (node-{worker})" in line:
             node_exec(worker, f"docker kill spark-serve-rank{worker}")
             marks["killed"] = time.time()
 
@@ -266,7 +271,7 @@ def ended(marks):
 
 def first_look(line):
     """The start watch's first look at the ranks: both containers started, the head not yet serving."""
-    return "[vllm]" in line and "rank 1 (node-1)" in line
+    return bool(LOOK.match(line)) and "rank 1 (node-1)" in line
 
 
 def fault_during_start(index, fault, undo, extra_vars=CHANGED_NO_ROLLBACK, when=first_look):
