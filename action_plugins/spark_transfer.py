@@ -14,8 +14,7 @@ import time
 
 import ansible.module_utils
 from ansible import constants as C
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
-from ansible.module_utils.common.text.converters import to_text
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -59,15 +58,7 @@ class Node:
 
     def run(self, command, timeout=60):
         """(rc, stdout, stderr) of `command` on the node, bounded by `timeout` (coreutils, on the node)."""
-        command = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
-        if self.connection.become:
-            command = self.connection.become.build_become_command(command, self.connection._shell)
-        try:
-            rc, out, err = self.connection.exec_command(command, sudoable=True)
-        except AnsibleConnectionFailure as error:
-            return 255, "", str(error)
-        out = self.action._strip_success_message(to_text(out, errors="surrogate_or_replace"))
-        return rc, out, to_text(err, errors="surrogate_or_replace")
+        return self.action.exec_on(self.connection, command, timeout)
 
 
 class ActionModule(ActionBase):
@@ -93,10 +84,16 @@ class ActionModule(ActionBase):
             for node in {id(n): n for n in (runner, target)}.values():
                 node.connection.close()
 
+    def staged_start(self):
+        return self._shared_loader_obj.action_loader.get("vllm_staged_start", class_only=True)
+
     def node(self, host, task_vars):
         """The connection a task on `host` would get, made where vllm_staged_start makes its ranks' (one place)."""
-        staged = self._shared_loader_obj.action_loader.get("vllm_staged_start", class_only=True)
-        return staged.node(self, host, task_vars)
+        return self.staged_start().node(self, host, task_vars)
+
+    def exec_on(self, connection, command, timeout=60):
+        """A command over that connection, run as vllm_staged_start runs its ranks' (one place)."""
+        return self.staged_start().exec_on(self, connection, command, timeout)
 
     def launch(self, runner, args):
         """Start the command in its own session on `runner`; the folder (mode 0700) that holds its pid, stdin,

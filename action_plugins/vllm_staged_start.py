@@ -119,15 +119,7 @@ class Rank:
         """(rc, stdout, stderr) of `command` on the node, with become as the task has it; `timeout` (coreutils, on
         the node) bounds it: rc 124 when it fired."""
         self.open()
-        command = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
-        if self.connection.become:
-            command = self.connection.become.build_become_command(command, self.connection._shell)
-        try:
-            rc, out, err = self.connection.exec_command(command, sudoable=True)
-        except AnsibleConnectionFailure as error:
-            return 255, "", str(error)
-        out = self.action._strip_success_message(to_text(out, errors="surrogate_or_replace"))
-        return rc, out, to_text(err, errors="surrogate_or_replace")
+        return self.action.exec_on(self.connection, command, timeout)
 
     def observe(self, health_port=None, tail=400):
         """(state, exit code, health, link, evidence, last log lines) in one round trip: state None when there is no
@@ -239,6 +231,19 @@ class ActionModule(ActionBase):
         finally:
             for rank in ranks:
                 rank.close()
+
+    def exec_on(self, connection, command, timeout=60):
+        """(rc, stdout, stderr) of `command` over a node's connection (node()), with its become; `timeout`
+        (coreutils, on the node) bounds it: rc 124 when it fired. spark_transfer runs its commands here too."""
+        command = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
+        if connection.become:
+            command = connection.become.build_become_command(command, connection._shell)
+        try:
+            rc, out, err = connection.exec_command(command, sudoable=True)
+        except AnsibleConnectionFailure as error:
+            return 255, "", str(error)
+        out = self._strip_success_message(to_text(out, errors="surrogate_or_replace"))
+        return rc, out, to_text(err, errors="surrogate_or_replace")
 
     def node(self, host, task_vars):
         """The connection a task on `host` would get: its connection plugin, set from the host's variables, and the
