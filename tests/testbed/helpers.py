@@ -8,16 +8,32 @@ import yaml
 
 from tests.runner import BIN, ENV_BASE, INSTANCE, ROOT, run
 
-__all__ = ["BIN", "ENV_BASE", "INSTANCE", "ROOT", "assert_never_ran", "local_patch", "node_exec", "playbook", "run"]
+__all__ = [
+    "BIN",
+    "ENV_BASE",
+    "INSTANCE",
+    "ROOT",
+    "assert_never_ran",
+    "local_patch",
+    "node_container",
+    "node_exec",
+    "playbook",
+    "run",
+]
 
 
 def playbook(path, inventory="inventories/testbed-pair", *extra, timeout=900):
     return run([str(BIN / "ansible-playbook"), "-i", inventory, path, *extra], timeout=timeout)
 
 
+def node_container(index):
+    """The Docker container that is test-bed node `index` (tests/testbed/testbed.py)."""
+    return f"spark-serve-tb{INSTANCE}-node-{index}"
+
+
 def node_exec(index, command, timeout=120):
     """Run a shell command inside test-bed node `index` (test set-up only, never a role's way in)."""
-    return run(["docker", "exec", f"spark-serve-tb{INSTANCE}-node-{index}", "sh", "-c", command], timeout=timeout)
+    return run(["docker", "exec", node_container(index), "sh", "-c", command], timeout=timeout)
 
 
 def role_task_names(role):

@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_exec, playbook
+from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_container, node_exec, playbook
 
 # The head's front door (roles/front_door): TLS on 8443 with the CA the first deploy made on this controller.
 HEAD = f"https://10.253.{16 * int(INSTANCE)}.10:8443"
@@ -526,6 +526,75 @@ def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60, restar
         "running": engine_containers(0) + engine_containers(1),
         "rc": 0,
         "engine_timeout_s": None,
+    }
+
+
+def wait_for_event(name, timeout_s):
+    """Until the watchdog has recorded an event called `name`; the events then, or None after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    for _ in range(int(timeout_s) + 1):
+        events = watchdog_events()
+        if any(e["event"] == name for e in events) or time.monotonic() > deadline:
+            return events if any(e["event"] == name for e in events) else None
+        time.sleep(1)
+    return None
+
+
+def node_booted(index, timeout_s=90):
+    """Until test-bed node `index` answers over SSH's daemon and Docker after its start; True once it does."""
+    probe = "for i in $(seq 150); do pgrep -x sshd >/dev/null && docker info >/dev/null 2>&1 && exit 0; sleep 0.5; done"
+    deadline = time.monotonic() + timeout_s
+    for _ in range(int(timeout_s)):
+        rc, _ = node_exec(index, f"{probe}; exit 1", timeout=timeout_s)
+        if rc == 0:
+            return True
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)  # `docker exec` refused while the container itself starts
+    return False
+
+
+def fast_link(index):
+    """(name, MTU, IPv4 address with prefix) of the node's fast-link netdev, or None when it is not there."""
+    rc, out = node_exec(index, f"ip -o -4 addr show dev {FAST_NETDEV}; cat /sys/class/net/{FAST_NETDEV}/mtu")
+    found = re.search(r"inet (\S+) .*\n(\d+)$", out.strip(), re.S)
+    return (FAST_NETDEV, int(found.group(2)), found.group(1)) if rc == 0 and found else None
+
+
+def power_cut(serving_timeout_s):
+    """Both nodes lose power; the head boots first and the worker a little later (it waits for the head's watchdog
+    to find it absent). Nobody runs a playbook: what systemd does on a Spark at boot is the entrypoint's boot
+    (tests/testbed/node-entrypoint.sh) plus the watchdog timer's stand-in started once the head is up. Returns the
+    seconds from the cut until a chat answers through the door, the watchdog's events and what each node has."""
+    node_exec(0, f"rm -f {WATCHDOG_EVENTS}")
+    cut = time.monotonic()
+    docker = ["docker", "stop", "--time", "10"]
+    subprocess.run([*docker, node_container(0), node_container(1)], check=True, capture_output=True, timeout=60)
+    subprocess.run(["docker", "start", node_container(0)], check=True, capture_output=True, timeout=60)
+    assert node_booted(0), "the head did not boot"
+    stop = watchdog_timer_standin(runs=400)
+    try:
+        waited = wait_for_event("auto-restart waits", 60)
+        subprocess.run(["docker", "start", node_container(1)], check=True, capture_output=True, timeout=60)
+        assert node_booted(1), "the worker did not boot"
+        serving_s = None
+        while time.monotonic() - cut < serving_timeout_s and serving_s is None:
+            if wait_for_event("auto-restart failed", 0):
+                break
+            try:
+                with post("/v1/chat/completions", chat("back after the power cut?", max_tokens=2), timeout=30) as r:
+                    answer = json.load(r)["choices"]
+                serving_s = round(time.monotonic() - cut, 1) if answer else None
+            except OSError:  # the door refuses or answers 502 while the ranks load
+                time.sleep(1)
+    finally:
+        node_exec(0, stop)
+    return {
+        "serving_s": serving_s,
+        "waited": waited,
+        "events": watchdog_events(),
+        "running": engine_containers(0) + engine_containers(1),
+        "fast_links": [fast_link(i) for i in range(2)],
     }
 
 

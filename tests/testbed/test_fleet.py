@@ -174,8 +174,8 @@ def test_a_rolling_update_under_session_load_fails_no_request(fleet):
     """Both replicas restart with a changed profile (the deploy stage: `--tags deploy` reaches every replica's
     run), one at a time; the sessions never see a failure."""
     before_ids = {index: replica_identity(index) for index in (0, 1)}
-    # A changed argv restarts each replica (auto_restart as the fleet inventory has it: -e replaces the whole var).
-    changed = {"auto_restart": True, "engine": {"max_num_seqs": 6}}
+    # A changed argv restarts each replica.
+    changed = {"engine": {"max_num_seqs": 6}}
     overrides = {"spark_fleet_replica_vars": {"spark_serve_profile_overrides": changed}}
     # Three agents each sending a turn every half second or so: on 2 shared cores a heavier load would slow the
     # restarted replica's own gate past its TTFT bound (on Sparks every replica has its own GPU).

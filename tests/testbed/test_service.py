@@ -4,11 +4,12 @@ Every fault test asserts the time to detection and the end state. Times are prin
 only to loose bounds (a dead rank well within the engine's own timeout, a stall within the issue's 30 s). The
 scenarios live in tests/testbed/service_faults.py, which tests/bench/start_faults_bench.py also runs. The tests
 that need the pair serving come first; the stale-containers test starts the shipped profile from scratch (whatever
-an earlier module left serving), and the watchdog's automatic restart leaves it serving; the worker frozen alone
-comes before the restart that turns on an API key, since its automatic rollback leaves the pair serving; that
-restart comes last among them, since every failed start after it renders its own spec anyway; the other failed
-starts turn the profile's rollback off and follow one another (a failed start then leaves nothing running, so they
-need no redeploy between them).
+an earlier module left serving), and the watchdog's automatic restart leaves it serving (the power cut of both
+nodes comes right before the no-op rerun, which then proves the rebooted pair runs what the profile renders); the
+worker frozen alone comes before the restart that turns on an API key, since its automatic rollback leaves the pair
+serving; that restart comes last among them, since every failed start after it renders its own spec anyway; the
+other failed starts turn the profile's rollback off and follow one another (a failed start then leaves nothing
+running, so they need no redeploy between them).
 """
 
 import json
@@ -187,6 +188,37 @@ def test_a_deploy_stops_a_running_auto_restart_and_leaves_no_trip_behind(serving
     assert "took the lock over from watchdog by " in result["out"], result["out"][-4000:]
     assert result["lock_after"] == "" and result["health"] == 200
     assert not result["state"].get("tripped") and result["state"].get("failed_looks", 0) == 0, result["state"]
+
+
+def test_a_pair_whose_nodes_both_lost_power_serves_again_without_a_playbook_run(serving):
+    """Alone proves the pair comes back after a reboot by default (the testbed profile leaves auto_restart unset):
+    both nodes stop, the head boots first and its watchdog waits for the worker, which boots later; the fast link,
+    the door and the restart key are back as a Spark's boot leaves them, and the watchdog restarts the ranks in the
+    deploy's order. The no-op rerun that follows proves the pair then runs exactly what the profile renders."""
+    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
+    load_timeout_s = json.loads(config)["load_timeout_s"]
+    load_s = sf.last_load_s()
+    result = sf.power_cut(serving_timeout_s=load_timeout_s + 60)
+    events = [e["event"] for e in result["events"]]
+    ready = next((e for e in result["events"] if e["event"] == "auto-restart ready"), {})
+    print(
+        f"\n[power cut, both nodes] a chat answered {result['serving_s']} s after the cut (bound: the load timeout "
+        f"{load_timeout_s} s + 60 s; a fresh start's load: {load_s} s); the watchdog waited "
+        f"{ready.get('waited_for_workers_s')} s for the worker, its restart took {ready.get('seconds')} s; "
+        f"events {events}; fast links {result['fast_links']}"
+    )
+    assert result["waited"], f"the head's watchdog never waited for the worker that was still off: {events}"
+    unhealthy = next(e for e in result["events"] if e["event"] == "service unhealthy")
+    assert unhealthy["problems"] == ["head container spark-serve-rank0 is not running"], unhealthy
+    waits = next(e for e in result["events"] if e["event"] == "auto-restart waits")
+    assert waits["waiting_for"][0].startswith("node-1 ("), waits
+    assert events[-1] == "auto-restart ready", events
+    assert result["serving_s"] is not None, result
+    assert len(result["running"]) == 2, result
+    for index, link in enumerate(result["fast_links"]):
+        assert link and link[1] == sf.FAST_MTU and link[2].startswith(f"10.253.{16 * int(sf.INSTANCE) + 1}."), (
+            f"node-{index}: {link}"
+        )
 
 
 def test_rerun_with_nothing_changed_restarts_nothing(serving):

@@ -96,6 +96,8 @@ NODE_RUN_OPTS = [
     "--shm-size",
     "2g",
 ]
+# Services the packages enable that a Spark's boot does not start for spark-serve (nginx: once roles/front_door has).
+BOOT_DISABLED = ["nginx", "docker-registry", "rsync"]
 # Debian's /etc/init.d/docker raises rlimits, which a node without CAP_SYS_RESOURCE cannot: let it go on.
 INIT_SCRIPT_PATCH = r"s/^\(\s*ulimit -[npu] [0-9a-z]*\)$/\1 2>\/dev\/null || true/"
 
@@ -164,7 +166,8 @@ def image_exists(ref):
 
 def build_node_image():
     entrypoint = (HERE / "node-entrypoint.sh").read_bytes()
-    tag = f"{IMAGE_PREFIX}/node:{content_tag(SUITE, ' '.join(NODE_PACKAGES), entrypoint, INIT_SCRIPT_PATCH)}"
+    recipe = (SUITE, " ".join(NODE_PACKAGES), entrypoint, INIT_SCRIPT_PATCH, " ".join(BOOT_DISABLED))
+    tag = f"{IMAGE_PREFIX}/node:{content_tag(*recipe)}"
     if image_exists(tag):
         return tag
     log(f"building node image {tag} with debootstrap ({SUITE}); ~2-3 min once, cached by content")
@@ -183,6 +186,9 @@ def build_node_image():
         )
         root = Path(rootfs)
         sh(["sed", "-i", INIT_SCRIPT_PATCH, str(root / "etc/init.d/docker")])
+        # A node starts the services a role enabled (node-entrypoint.sh): none of the packages' own at first.
+        for service in BOOT_DISABLED:
+            sh(["chroot", rootfs, "update-rc.d", service, "disable"])
         shutil.copy(HERE / "node-entrypoint.sh", root / "usr/local/sbin/testbed-entrypoint")
         os.chmod(root / "usr/local/sbin/testbed-entrypoint", 0o755)
         (root / "etc/ssh/sshd_config.d/testbed.conf").write_text(
@@ -293,6 +299,10 @@ def start_node(index, image, pubkey):
             f"TESTBED_AUTHORIZED_KEY={pubkey}",
             "-e",
             f"TESTBED_DAEMON_JSON={json.dumps(inner_daemon_json(index), indent=2)}",
+            "-e",
+            f"TESTBED_FAST_ADDRESS={fast_address(index)}",
+            "-e",
+            f"TESTBED_FAST_NETDEV={FAST_NETDEV}",
         ],
     )
     attach_fast_link(name, index)

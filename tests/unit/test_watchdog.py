@@ -519,6 +519,60 @@ def test_a_worker_that_cannot_be_restarted_is_named(tmp_path, node, endpoint):
     )
 
 
+def test_a_restart_waits_for_a_worker_that_boots_and_runs_once_it_answers(tmp_path, node, endpoint):
+    """A power cut: the head finds its engine down while node-1 still boots. No rank is started until node-1 answers
+    (SSH, then its Docker daemon, then its fast link), the wait is recorded once, and the restart then runs in the
+    deploy's order without a playbook run."""
+    answers, calls = node
+    answers["head"] = "exited 2026-12-02T03:00:00Z"
+    answers["on_up"] = lambda: endpoint.update(status=200)
+    answers["peer"]["state"] = (255, "ssh: connect to host 10.0.0.2 port 22: No route to host")
+    cfg = restart_config(tmp_path, endpoint["port"])
+    assert watchdog.look(cfg) == ["head container spark-serve-rank0 is not running"]
+    unhealthy, waits = events(tmp_path)
+    assert unhealthy["recover"] == "auto-restart" and waits["event"] == "auto-restart waits"
+    assert waits["waiting_for"] == ["node-1 (10.0.0.2): ssh: connect to host 10.0.0.2 port 22: No route to host"]
+    answers["peer"]["state"] = (3, "no Docker daemon answers")  # sshd up, dockerd not yet
+    answers["unreachable"].add("10.0.0.2")
+    for _ in range(2):
+        assert watchdog.look(cfg) == []
+    answers["peer"]["state"] = (0, "exited")  # the daemon answers; the fast link still drops DF pings
+    assert watchdog.look(cfg) == []
+    assert not [a for a in actions(calls) if a in ("start", "up")] and len(events(tmp_path)) == 2, "recorded once"
+    answers["peer"]["state"] = (0, "running")
+    answers["unreachable"].clear()
+    calls.clear()
+    assert watchdog.look(cfg) == []
+    assert [a for a in actions(calls) if a in ("stop", "down", "start", "up")] == ["stop", "down", "start", "up"]
+    ready = events(tmp_path)[-1]
+    assert ready["event"] == "auto-restart ready" and ready["waited_for_workers_s"] >= 0, ready
+    calls.clear()
+    assert watchdog.look(cfg) == [] and not [c for c in calls if c[0] == "ssh" and c[-1] == "start"], "served again"
+
+
+def test_a_due_restart_stands_down_while_a_deploy_holds_the_lock(tmp_path, node, endpoint):
+    answers, calls = node
+    endpoint["status"] = 500
+    answers["peer"]["state"] = (255, "Connection timed out")
+    cfg = restart_config(tmp_path, endpoint["port"])
+    watchdog.look(cfg)
+    answers["peer"]["state"] = (0, "exited")
+    holder = {"kind": "deploy", "host": "ctl", "pid": os.getpid(), "command": "site.yml", "since": time.time()}
+    (tmp_path / "lock.json").write_text(json.dumps(holder))
+    calls.clear()
+    assert watchdog.look(cfg) == [] and calls == [], "the deploy owns the service now"
+    assert events(tmp_path)[-1]["event"] == "auto-restart waits"
+
+
+def test_a_single_node_restarts_its_head_after_a_reboot_at_once(tmp_path, node, endpoint):
+    answers, calls = node
+    answers["head"] = "exited 2026-12-02T03:00:00Z"
+    answers["on_up"] = lambda: endpoint.update(status=200)
+    watchdog.look(restart_config(tmp_path, endpoint["port"], peers=[]))
+    assert [e["event"] for e in events(tmp_path)] == ["service unhealthy", "auto-restart ready"]
+    assert not [c for c in calls if c[0] in ("ssh", "ping")], "no worker to wait for"
+
+
 def test_the_restart_path_is_tried_on_every_worker_with_strict_host_keys(tmp_path, node, capsys):
     answers, calls = node
     path = tmp_path / "watchdog.json"

@@ -22,12 +22,15 @@ load balancers), prints one event line (the journal keeps it; printed even when 
 written) and appends it to the node's record folder. With the profile's `auto_restart`, it then restarts the whole
 service in the deploy's order: every rank stopped, the workers started (over SSH with a key that may only run the
 node's spark-serve-rank-control), then the head; the service must answer the profile's warm-up and a generation
-within the load time, else every rank is stopped again (the head's last log lines are kept). It acts once per fault
-and restarts at most `auto_restart_max` times between two deploys: the role resets its state after the next start,
-and disarms it while a start runs; a look re-reads its configuration before it acts and stands down when a deploy
-disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. In a fleet (`router`
-set: docs/fleet.md) it takes the replica out of the router's rotation before it stops the head, so that new
-requests go to the other replicas at once, and puts it back after a good automatic restart. Standard library only.
+within the load time, else every rank is stopped again (the head's last log lines are kept). A restart waits until
+every worker answers (its SSH, its Docker daemon, its fast link at the fabric's MTU): after a power cut the head
+finds its own engine down while a worker may still boot; each look tries again, and the wait is recorded once. It
+acts once per fault and restarts at most `auto_restart_max` times between two deploys: the role resets its state
+after the next start, and disarms it while a start runs; a look re-reads its configuration before it acts and stands
+down when a deploy disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. In a
+fleet (`router` set: docs/fleet.md) it takes the replica out of the router's rotation before it stops the head, so
+that new requests go to the other replicas at once, and puts it back after a good automatic restart. Standard
+library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json --peers   # the deploy's try of the restart path
@@ -360,7 +363,47 @@ def keep_head_log(config):
     return path
 
 
-def auto_restart(config, state):
+def workers_not_back(config):
+    """What keeps a restart from starting now, one line per worker: a node that still boots (no SSH answer, no Docker
+    daemon) or whose fast link does not carry the fabric's MTU yet. Empty once every worker can take its rank."""
+    absent = []
+    for peer in config["peers"]:
+        rc, out = peer_command(config, peer, "state", timeout=30)
+        if rc != 0:
+            absent.append(f"{peer['host']} ({peer['address']}): {out or f'exit {rc}'}")
+    return absent or link_problems(config)
+
+
+def restart_or_wait(config, state):
+    """Restart now when every worker can take its rank, else leave the restart due: the next looks try again (a
+    worker that boots after a power cut comes back within minutes; the wait is recorded once)."""
+    absent = workers_not_back(config)
+    if absent:
+        if not state.get("restart_due"):
+            record(config, {"event": "auto-restart waits", "waiting_for": absent})
+            state.update(restart_due=True, waiting_since=time.time())
+        return
+    waited = time.time() - state.pop("waiting_since", time.time()) if state.pop("restart_due", False) else 0.0
+    auto_restart(config, state, waited)
+
+
+def restart_when_back(config, state):
+    """A look while a restart is due: nothing is judged (every rank is stopped); the restart runs once every worker
+    answers, holding the inventory's lock as any act does."""
+    token, why = take_lock(config)
+    if token is None or not still_armed(config):
+        print(f"spark-serve-watchdog: standing down: {why or 'a deploy disarmed the watchdog'}", flush=True)
+        if token:
+            release_lock(config, token)
+        return
+    try:
+        restart_or_wait(config, state)
+    finally:
+        release_lock(config, token)
+    save_state(config["state_file"], state)
+
+
+def auto_restart(config, state, waited_s=0.0):
     """Restart the service after a trip; on failure every rank stays stopped, a stated clean state."""
     state["restarts"] = state.get("restarts", 0) + 1
     began = time.monotonic()
@@ -369,6 +412,8 @@ def auto_restart(config, state):
     if problem is None:
         routed = tell_router(config, "add_worker")
         event = {"event": "auto-restart ready", "seconds": seconds, "restart": state["restarts"]}
+        if waited_s:
+            event["waited_for_workers_s"] = round(waited_s, 1)
         record(config, dict(event, **({"router_add": routed} if routed else {})))
         state.update(tripped=False, failed_looks=0, progress_at=time.time())
         return
@@ -536,6 +581,9 @@ def look(config):
     if not config.get("armed"):
         return []
     state = load_state(config["state_file"])
+    if state.get("restart_due"):
+        restart_when_back(config, state)
+        return []
     verdict, problems, head = judge(config, state, time.time())
     if verdict != "failed":
         state["failed_looks"] = 0 if verdict == "ok" else state.get("failed_looks", 0)
@@ -584,7 +632,7 @@ def act(config, state, problems, head):
     state.update(tripped=True, tripped_head=head[1])
     save_state(config["state_file"], state)  # acted on, even if the restart below is cut short
     if restart:
-        auto_restart(config, state)
+        restart_or_wait(config, state)
     save_state(config["state_file"], state)
     return True
 
