@@ -587,6 +587,7 @@ def power_cut(serving_timeout_s):
                 serving_s = round(time.monotonic() - cut, 1) if answer else None
             except OSError:  # the door refuses or answers 502 while the ranks load
                 time.sleep(1)
+        wait_for_event("auto-restart ready", 60)  # written after the restart's own warm-up and generation
     finally:
         node_exec(0, stop)
     return {

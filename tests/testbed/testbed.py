@@ -273,9 +273,10 @@ def authorizes(name, pubkey):
 def start_node(index, image, pubkey):
     name = f"{PREFIX}-node-{index}"
     if container_state(name) == "running":
-        if authorizes(name, pubkey):
+        image_now = docker("inspect", "-f", "{{.Config.Image}}", name, check=False).stdout.strip()
+        if authorizes(name, pubkey) and image_now == image:
             return name
-        log(f"{name} was started by another checkout (its SSH key): starting it again with this one's")
+        log(f"{name} was started by another checkout (its SSH key) or from another node image: starting it again")
         docker("rm", "-f", name)
     node_dir = STATE / f"node-{index}"
     node_dir.mkdir(parents=True, exist_ok=True)
