@@ -42,7 +42,6 @@ class PullMeter:
 
     def __init__(self):
         self.layers = {}
-        self.status = ""
 
     def feed(self, event):
         """Take one event; raises StreamError on the API's error event."""
@@ -51,8 +50,7 @@ class PullMeter:
         if event.get("error") or event.get("errorDetail"):
             raise StreamError(str(event.get("error") or event["errorDetail"].get("message", event["errorDetail"])))
         status, layer_id = str(event.get("status", "")), event.get("id")
-        if not layer_id or status.startswith(("Pulling from", "Digest:", "Status:")):
-            self.status = status or self.status
+        if not layer_id or status.startswith(("Pulling from", "Digest:", "Status:")):  # the pull's own, no layer's
             return
         layer = self.layers.setdefault(layer_id, Layer())
         detail = event.get("progressDetail") or {}
@@ -73,8 +71,8 @@ class PullMeter:
             layer.extracted = layer.size if layer.finished else layer.extracted
 
     def report(self):
-        """What the progress file holds: bytes done and total (exact once every layer told its size or is done),
-        the movement counter the stall verdict watches, and the layers in a note."""
+        """What the progress file holds: bytes done and total (exact once every layer to pull told its size), the
+        movement counter the stall verdict watches, and the layers in a note."""
         pulled = [layer for layer in self.layers.values() if not layer.present]
         sizes_known = all(layer.size is not None for layer in pulled)
         present = sum(layer.present for layer in self.layers.values())

@@ -386,7 +386,7 @@ def test_a_pull_prints_its_layers_bytes_and_a_rerun_pulls_nothing(prepared):
     print(f"\n[engine_image] decoy pull on node-0: {done.group(0)}")
 
     rc, rerun = ansible("molecule/engine_image/converge.yml", *pull)
-    assert rc == 0 and "changed=0" in rerun and "image pull" not in rerun, rerun[-3000:]
+    assert rc == 0 and "changed=0" in rerun and "[spark-serve] node-0: image pull" not in rerun, rerun[-3000:]
 
 
 # ------------------------------------------------------------------------------------------------ pruning
@@ -463,7 +463,8 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     base = f"{pinned['name']}@{pinned['digest']}"
     mark = f"{time.time_ns()}"
     with local_patch(tmp_path / "a", mark) as images:
-        ref = recipe(images[1].split("=", 1)[1], "testbed", base)["ref"]
+        wanted = recipe(images[1].split("=", 1)[1], "testbed", base)
+        ref = wanted["ref"]
         assert image_ids(ref) == ["", ""], f"{ref} is already on a node"
         rc, out = build_image(base, *images, "-e", "engine_image_progress_interval=1")
         assert rc == 0, out[-4000:]
@@ -471,17 +472,24 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
         assert len(loads) >= 2 and float(loads[-1][0]) > 0, out[-4000:]  # the bytes sent to node-1, a line a second
         assert "[spark-serve] node-1: image load from node-0 done in" in out, out[-4000:]
         print(f"\n[engine_image] load to node-1: {len(loads)} progress lines, the last {' of '.join(loads[-1])}")
-        # the build on the head: its step a second, then the step it ended at
-        steps = re.findall(r"\[spark-serve\] node-0: image build at (.+), \d+ s in", out)
+        # the build on the head: a line a second (its step, or "starting" before its first report: this build
+        # takes about a second), then the step it ended at, the labels the task gives
+        steps = re.findall(r"\[spark-serve\] node-0: image build (?:at .+|starting), \d+ s in", out)
         assert steps, out[-4000:]
         built = re.search(r"\[spark-serve\] node-0: image build done in \d+ s \((Step \d+/\d+ : LABEL .+)\)", out)
         assert built, out[-4000:]
-        print(f"\n[engine_image] build on node-0: {len(steps)} progress lines ({', '.join(steps)}); {built.group(1)}")
+        print(f"\n[engine_image] build on node-0: {len(steps)} progress lines; {built.group(1)}")
         first = image_ids(ref)
         assert first[0].startswith("sha256:") and first[0] == first[1], first  # the head's image on node-1 too
         rc, rerun = build_image(base, *images)
     provenance = json.loads(sh(1, f"docker run --rm --entrypoint cat {ref} /opt/spark-serve/image/provenance.json"))
     assert provenance["vllm_version"] == "0.32.0+cpu"
+    labels = json.loads(sh(1, f"docker image inspect -f '{{{{json .Config.Labels}}}}' {ref}"))
+    assert {key: labels.get(key) for key in ("org.spark-serve.image", "org.spark-serve.inputs-sha256")} == {
+        "org.spark-serve.image": "testbed",
+        "org.spark-serve.inputs-sha256": wanted["inputs_sha256"],
+    }, labels
+    assert labels.get("org.spark-serve.base") == base, labels
     assert [p["name"] for p in provenance["patches"]] == [
         "patches/0001-cpu-keep-the-chosen-worker-start-method.patch",
         "patches.local/0001-local.patch",
