@@ -4,14 +4,19 @@
 DOCUMENTATION = r"""
 ---
 module: spark_transfer
-short_description: Run a long transfer (model download, model copy, image load) with progress lines and a stall limit
+short_description: Run a long transfer (model download, copy; image pull, load, build) with progress and stall limit
 description:
   - "Starts a command on O(run_on) (default the task's host) detached in its own session, and until it ends prints a
     line every O(interval_s) such as C([spark-serve] spark-b: model copy from spark-a 12.4 of 107.0 GB (11.6%) at
     410 MB/s, 4 min left): the bytes done, the total, the rate over the last minute and the time left."
   - The bytes done are those present at the destination (the files under O(paths) on the task's host, partial files
-    included), or those one of the command's processes has read (O(read_by), a stream such as C(docker save | ssh)).
-  - When no byte moves for O(stall_s) the command's whole process group is stopped (SIGTERM, then SIGKILL after
+    included), or those one of the command's processes has read (O(read_by), a stream such as C(docker save | ssh)),
+    or those the command reports itself in O(progress_file) (an image pull through the Engine API, whose layers
+    tell their sizes as they start, so the total reads C(at least) until every layer has told it).
+  - "A command that moves no bytes (an image build) reports its step in O(progress_file) instead; its line says
+    where it is and for how long it has run, such as C([spark-serve] spark-a: image build at Step 3/9 : RUN
+    python3 apply_series.py, 2 min in), and its stall is no output for O(stall_s)."
+  - When nothing moves for O(stall_s) the command's whole process group is stopped (SIGTERM, then SIGKILL after
     5 s), O(stop_argv) runs, and the task fails naming the node, the step and O(resume). The same happens after
     O(timeout_s) and after a failed command; nothing of the transfer stays running.
   - Runs on the controller through Ansible's connection plugin for each host and the task's become, as
@@ -36,11 +41,15 @@ options:
     description: Inventory name of the node the command runs on (the sender of a copy); default the task's host.
     type: str
   total:
-    description: Bytes the transfer ends with (the Hub's file sizes, the head's snapshot sizes, the image size).
+    description:
+      - Bytes the transfer ends with (the Hub's file sizes, the head's snapshot sizes, the image size).
+      - 0 when unknown; the total a O(progress_file) reports replaces it.
     type: int
-    required: true
+    default: 0
   paths:
-    description: Folders or files on the task's host whose files count as done. One of O(paths) and O(read_by).
+    description:
+      - Folders or files on the task's host whose files count as done.
+      - One of O(paths), O(read_by) and O(progress_file).
     type: list
     elements: str
   names:
@@ -50,14 +59,27 @@ options:
     type: list
     elements: str
   read_by:
-    description: Name of a process of the command whose bytes read count as done (on O(run_on)).
+    description:
+      - Name of a process of the command whose bytes read count as done (on O(run_on)).
+      - One of O(paths), O(read_by) and O(progress_file).
+    type: str
+  progress_file:
+    description:
+      - Name of a file the command writes its own progress to, in the transfer's folder on O(run_on) (0700), which
+        the command finds in E(SPARK_TRANSFER_DIR). One of O(paths), O(read_by) and O(progress_file).
+      - "It holds one JSON object, replaced whole: C(done) bytes, C(total) bytes and C(exact) (false: the total is
+        a floor), C(moved) (a counter whose every change is progress, bytes or not) and C(note) (shown after the
+        bytes, such as C(5 of 9 layers)). Without C(done) the command is a build: C(note) is its step and only
+        C(moved) is progress. module_utils/docker_progress.py writes it for an image pull or build."
     type: str
   interval_s:
     description: Seconds between two progress lines.
     type: float
     default: 30
   stall_s:
-    description: Seconds without a byte after which the transfer is stopped and the task fails (0 never).
+    description:
+      - Seconds without progress (a byte, or a build's output) after which the transfer is stopped and the task
+        fails (0 never).
     type: float
     default: 600
   timeout_s:
@@ -94,6 +116,16 @@ EXAMPLES = r"""
     interval_s: 30
     stall_s: 600
     resume: A rerun resumes it (rsync keeps --partial-dir).
+
+- name: Pull an image through the Engine API, its layers' bytes in the lines
+  spark_transfer:
+    step: image pull
+    shell: /usr/bin/python3 - pull registry.example/vllm@sha256:... "$SPARK_TRANSFER_DIR/progress.json" 660
+    stdin: "{{ lookup('ansible.builtin.file', 'module_utils/docker_progress.py') }}"
+    progress_file: progress.json
+    interval_s: 30
+    stall_s: 600
+    resume: A rerun resumes the pull (Docker keeps the layers it finished).
 """
 
 RETURN = r"""

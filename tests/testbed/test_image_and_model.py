@@ -10,6 +10,7 @@
 (e) The copy to the other node prints progress lines; a stalled copy fails naming the node and the step, leaves
     nothing running, and a rerun completes it.
 (f) A gated model downloads with the controller's token file, which no output shows and the head does not keep.
+(g) A pull by digest prints its layers' bytes and ends with what it moved; a rerun pulls nothing.
 
 Set-up is molecule/hf_model/prepare.yml (engine image pushed and pulled, fast link addressed); the model
 caches are cleared with `rm` (test set-up only: the role never deletes a cache) and left complete.
@@ -76,7 +77,7 @@ def prepared(testbed):
     """Engine image in the registry and on both nodes, fast link addressed, hub answering."""
     rc, out = ansible("molecule/hf_model/prepare.yml", timeout=2400)
     assert rc == 0, out[-4000:]
-    yield
+    yield out
     hub_control({})
 
 
@@ -344,6 +345,50 @@ def test_a_gated_model_downloads_with_the_controllers_token_which_never_shows(pr
         sh(0, f"rm -rf {cache}")
 
 
+# ------------------------------------------------------------------------------------------------ (g)
+PULL_DONE = re.compile(
+    r"\[spark-serve\] node-0: image pull done: ([\d.]+ k?B) in \d+ s \((\d+) of (\d+) layers, (\d+) already here\)"
+)
+
+
+def test_a_pull_prints_its_layers_bytes_and_a_rerun_pulls_nothing(prepared):
+    """The decoy (the pinned image plus one small layer) pulled by the role on node-0, which holds the pinned image:
+    every layer but one already here, that one's bytes counted from the Engine API's stream. The prune test below
+    uses this pull instead of one of its own (CI time). A fresh test bed's prepare pulls the whole image; its
+    progress lines are printed for the record."""
+    for line in re.findall(r"\[spark-serve\] node-\d: (?:base )?image pull .*", prepared)[-6:]:
+        print(f"\n[engine_image] prepare: {line}")
+    rc, out = run(
+        [sys.executable, str(ROOT / "tests/testbed/engine_image.py"), "push", "--variant", "decoy"], timeout=1800
+    )
+    assert rc == 0, out
+    decoy = json.loads((STATE / "engine-image-decoy.json").read_text())
+    ref = f"{decoy['name']}@{decoy['digest']}"
+    node_exec(0, f"docker rmi {ref} >/dev/null 2>&1")  # test set-up: an earlier run's pull
+    pull = (
+        "-e",
+        f"engine_image_digest={decoy['digest']}",
+        "-e",
+        "engine_image_progress_interval=1",
+        "--limit",
+        "node-0",
+    )
+
+    rc, out = ansible("molecule/engine_image/converge.yml", *pull)
+    assert rc == 0, out[-4000:]
+    assert "[spark-serve] node-0: image pull: a line every 1 s, stopped after 10 min without progress" in out, out
+    done = PULL_DONE.search(out)
+    assert done, out[-4000:]
+    moved, finished, layers, present = done.group(1), *map(int, done.groups()[1:])
+    assert finished == layers and present == layers - 1 and present >= 2, done.group(0)
+    assert moved != "0 B", done.group(0)  # the decoy's own layer came over the wire
+    assert decoy["digest"] in sh(0, IMAGES)
+    print(f"\n[engine_image] decoy pull on node-0: {done.group(0)}")
+
+    rc, rerun = ansible("molecule/engine_image/converge.yml", *pull)
+    assert rc == 0 and "changed=0" in rerun and "[spark-serve] node-0: image pull" not in rerun, rerun[-3000:]
+
+
 # ------------------------------------------------------------------------------------------------ pruning
 def test_prune_never_removes_pinned_kept_or_used_images(prepared):
     rc, out = run(
@@ -353,7 +398,7 @@ def test_prune_never_removes_pinned_kept_or_used_images(prepared):
     pinned = json.loads((STATE / "engine-image.json").read_text())
     decoy = json.loads((STATE / "engine-image-decoy.json").read_text())
     decoy_ref = f"{decoy['name']}@{decoy['digest']}"
-    sh(0, f"docker pull -q {decoy_ref} && docker create --name prune-probe {decoy_ref} true")
+    sh(0, f"docker pull -q {decoy_ref} && docker create --name prune-probe {decoy_ref} true")  # (g) pulled it
 
     def converge(keep):
         rc, out = ansible(
@@ -418,7 +463,8 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
     base = f"{pinned['name']}@{pinned['digest']}"
     mark = f"{time.time_ns()}"
     with local_patch(tmp_path / "a", mark) as images:
-        ref = recipe(images[1].split("=", 1)[1], "testbed", base)["ref"]
+        wanted = recipe(images[1].split("=", 1)[1], "testbed", base)
+        ref = wanted["ref"]
         assert image_ids(ref) == ["", ""], f"{ref} is already on a node"
         rc, out = build_image(base, *images, "-e", "engine_image_progress_interval=1")
         assert rc == 0, out[-4000:]
@@ -426,11 +472,24 @@ def test_the_image_is_built_on_the_head_and_loaded_on_the_other_node_without_a_r
         assert len(loads) >= 2 and float(loads[-1][0]) > 0, out[-4000:]  # the bytes sent to node-1, a line a second
         assert "[spark-serve] node-1: image load from node-0 done in" in out, out[-4000:]
         print(f"\n[engine_image] load to node-1: {len(loads)} progress lines, the last {' of '.join(loads[-1])}")
+        # the build on the head: a line a second (its step, or "starting" before its first report: this build
+        # takes about a second), then the step it ended at, the labels the task gives
+        steps = re.findall(r"\[spark-serve\] node-0: image build (?:at .+|starting), \d+ s in", out)
+        assert steps, out[-4000:]
+        built = re.search(r"\[spark-serve\] node-0: image build done in \d+ s \((Step \d+/\d+ : LABEL .+)\)", out)
+        assert built, out[-4000:]
+        print(f"\n[engine_image] build on node-0: {len(steps)} progress lines; {built.group(1)}")
         first = image_ids(ref)
         assert first[0].startswith("sha256:") and first[0] == first[1], first  # the head's image on node-1 too
         rc, rerun = build_image(base, *images)
     provenance = json.loads(sh(1, f"docker run --rm --entrypoint cat {ref} /opt/spark-serve/image/provenance.json"))
     assert provenance["vllm_version"] == "0.32.0+cpu"
+    labels = json.loads(sh(1, f"docker image inspect -f '{{{{json .Config.Labels}}}}' {ref}"))
+    assert {key: labels.get(key) for key in ("org.spark-serve.image", "org.spark-serve.inputs-sha256")} == {
+        "org.spark-serve.image": "testbed",
+        "org.spark-serve.inputs-sha256": wanted["inputs_sha256"],
+    }, labels
+    assert labels.get("org.spark-serve.base") == base, labels
     assert [p["name"] for p in provenance["patches"]] == [
         "patches/0001-cpu-keep-the-chosen-worker-start-method.patch",
         "patches.local/0001-local.patch",

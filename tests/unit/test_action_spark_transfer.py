@@ -123,12 +123,93 @@ def test_bytes_read_by_a_process_of_the_stream_count(lines):
     assert lines[-1].startswith("[spark-serve] spark-b: image load from spark-a done in "), lines
 
 
+# A command that reports its own progress (module_utils/docker_progress.py's reports), written whole as it does.
+REPORT = (
+    'w() { echo "$1" > "$SPARK_TRANSFER_DIR/p.tmp" && mv "$SPARK_TRANSFER_DIR/p.tmp" "$SPARK_TRANSFER_DIR/p.json"; }; '
+)
+
+
+def reports(*lines, pause=0.4):
+    return REPORT + "; ".join(f"w {shlex.quote(line)}; sleep {pause}" for line in lines)
+
+
+def test_a_pull_reports_its_bytes_and_its_total_as_the_layers_tell_it(lines):
+    result = transfer(
+        step="image pull",
+        shell=reports(
+            '{"done": 0, "total": 1000, "exact": false, "moved": 0, "note": "0 of 2 layers"}',
+            '{"done": 500, "total": 1000, "exact": false, "moved": 500, "note": "0 of 2 layers"}',
+            '{"done": 1500, "total": 3000, "exact": true, "moved": 1500, "note": "1 of 2 layers"}',
+            '{"done": 3000, "total": 3000, "exact": true, "moved": 6001, "note": "2 of 2 layers"}',
+        ),
+        progress_file="p.json",
+        interval_s=0.2,
+        stall_s=5,
+    )
+    assert not result.get("failed"), result
+    assert result["bytes"] == 3000
+    assert lines[0].endswith("image pull: a line every 0.2 s, stopped after 5 s without progress"), lines
+    # before every layer told its size the total is a floor: no percent, no time left
+    assert any(re.search(r"spark-b: image pull 0\.5 of at least 1\.0 kB at [^,]+ \(0 of 2 layers\)$", x) for x in lines)
+    assert any(re.search(r"spark-b: image pull 1\.5 of 3\.0 kB \(50\.0%\) at .*\(1 of 2 layers\)$", x) for x in lines)
+    assert re.match(r"\[spark-serve\] spark-b: image pull done: 3\.0 kB in \d+ s \(2 of 2 layers\)$", lines[-1]), lines
+
+
+def test_movement_without_new_bytes_is_no_stall(lines):
+    """A layer being extracted adds no downloaded byte; its counter moving keeps the pull alive."""
+    moving = [f'{{"done": 100, "total": 100, "moved": {100 + i}, "note": "extracting"}}' for i in range(8)]
+    result = transfer(
+        step="image pull", shell=reports(*moving, pause=0.3), progress_file="p.json", interval_s=0.2, stall_s=1
+    )
+    assert not result.get("failed"), result
+    assert result["rc"] == 0 and result["bytes"] == 100
+
+
+def test_a_build_shows_its_step_and_a_silent_build_is_stopped_naming_node_step_and_where(lines):
+    token = f"{uuid.uuid4().int % 10**6}.5"  # a sleep no other process runs
+    result = transfer(
+        step="image build",
+        shell=reports('{"moved": 1, "note": "Step 2/3 : RUN python3 apply_series.py"}') + f"; sleep {token}",
+        progress_file="p.json",
+        interval_s=0.2,
+        stall_s=1,
+        resume="A rerun builds again (Docker's build cache keeps the steps that finished).",
+    )
+    assert result["failed"] is True
+    assert re.match(
+        r"spark-b: image build stalled: no output for \d s at Step 2/3 : RUN python3 apply_series.py; it was "
+        r"stopped\. A rerun builds again \(Docker's build cache keeps the steps that finished\)\.$",
+        result["msg"],
+    ), result["msg"]
+    assert any(x.endswith("spark-b: image build at Step 2/3 : RUN python3 apply_series.py, 1 s in") for x in lines)
+    assert not any(" of " in x for x in lines[1:]), lines  # no bytes for a build
+    assert not alive(f"sleep {token}"), "a process of the stalled build still runs"
+    assert not any(map(os.path.exists, filter(None, LAUNCHED))), "the transfer folder outlived the transfer"
+
+
+def test_a_failed_build_names_its_step_and_the_apis_words(lines):
+    result = transfer(
+        step="image build",
+        shell=reports('{"moved": 1, "note": "Step 3/3 : RUN false"}')
+        + "; echo 'APIError: returned a non-zero code: 1' >&2; exit 1",
+        progress_file="p.json",
+    )
+    assert result["failed"] is True and result["rc"] == 1
+    assert re.match(
+        r"spark-b: image build failed \(exit 1\) after \d s at Step 3/3 : RUN false: APIError: returned", result["msg"]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (dict(step="s", total=1, paths=["/x"]), "one of the following is required: argv, shell"),
         (dict(step="s", total=1, argv=["true"], shell="true", paths=["/x"]), "mutually exclusive: argv|shell"),
-        (dict(step="s", total=1, argv=["true"]), "one of the following is required: paths, read_by"),
+        (dict(step="s", total=1, argv=["true"]), "one of the following is required: paths, read_by, progress_file"),
+        (
+            dict(step="s", argv=["true"], paths=["/x"], progress_file="p"),
+            "mutually exclusive: paths|read_by|progress_file",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_naming_them(lines, args, message):

@@ -1,7 +1,7 @@
 """The progress of a long transfer: bytes counted, rate, time left, the printed line and the stall verdict."""
 
 import pytest
-from ansible.module_utils.transfer_progress import Transfer, bytes_of, human_bytes, human_duration
+from ansible.module_utils.transfer_progress import Transfer, bytes_of, human_bytes, human_duration, reported
 
 GB = 10**9
 
@@ -131,3 +131,109 @@ def test_the_stall_message_names_node_step_bytes_and_how_to_resume():
         "spark-b: model copy from spark-a stalled: no byte moved for 12 min at 3.0 GB of 100.0 GB; "
         "the transfer was stopped. A rerun resumes the copy."
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "report"),
+    [
+        ("", None),  # not written yet
+        ('{"done": 5, "total": 9', None),  # cut (a write is whole, a node's cat may not be)
+        ("[1, 2]", None),
+        ('{"done": -1, "total": 9}', None),
+        ('{"done": 5, "total": "9"}', None),
+        ('{"moved": "3"}', None),
+        (
+            '{"done": 5, "total": 9, "exact": false, "moved": 6, "note": "1 of 3 layers"}\n',
+            {"done": 5, "total": 9, "exact": False, "moved": 6, "note": "1 of 3 layers"},
+        ),
+        ('{"moved": 3, "note": "Step 1/9 : FROM base"}', {"moved": 3, "note": "Step 1/9 : FROM base"}),
+    ],
+)
+def test_a_commands_own_report_is_read_or_ignored(text, report):
+    assert reported(text) == report
+
+
+def taken(reports, total=0):
+    transfer = Transfer(total, 0.0)
+    for at, report in reports:
+        transfer.take(at, report)
+    return transfer
+
+
+@pytest.mark.parametrize(
+    ("reports", "at", "line"),  # quiet_s 20
+    [
+        ([], 3, "spark-b: image pull starting, 3 s in"),
+        # a total still being learnt is a floor: no percent, no time left
+        (
+            [
+                (0, {"done": 0, "total": GB, "exact": False, "moved": 0, "note": "0 of 9 layers"}),
+                (10, {"done": GB // 2, "total": 2 * GB, "exact": False, "moved": GB // 2, "note": "2 of 9 layers"}),
+            ],
+            10,
+            "spark-b: image pull 0.5 of at least 2.0 GB at 50.0 MB/s (2 of 9 layers)",
+        ),
+        (
+            [
+                (0, {"done": 0, "total": 2 * GB, "exact": True, "moved": 0, "note": "0 of 9 layers"}),
+                (10, {"done": GB, "total": 2 * GB, "exact": True, "moved": GB, "note": "4 of 9 layers"}),
+            ],
+            10,
+            "spark-b: image pull 1.0 of 2.0 GB (50.0%) at 100.0 MB/s, 10 s left (4 of 9 layers)",
+        ),
+        # extraction: no byte for 30 s, but the counter moved, so no complaint
+        (
+            [
+                (0, {"done": GB, "total": GB, "moved": GB}),
+                (10, {"done": GB, "total": GB, "moved": GB + 5}),
+                (30, {"done": GB, "total": GB, "moved": GB + 9}),
+            ],
+            30,
+            "spark-b: image pull 1.0 of 1.0 GB (100.0%) at 0 B/s",
+        ),
+        (
+            [(0, {"done": GB, "total": GB, "moved": GB}), (30, {"done": GB, "total": GB, "moved": GB})],
+            30,
+            "spark-b: image pull 1.0 of 1.0 GB (100.0%) at 0 B/s, no byte for 30 s",
+        ),
+    ],
+)
+def test_the_line_of_a_command_that_reports_its_bytes(reports, at, line):
+    assert taken(reports).line("spark-b", "image pull", at, quiet_s=20) == line
+
+
+@pytest.mark.parametrize(
+    ("reports", "at", "line", "stalled"),  # quiet_s 20, stall_s 600
+    [
+        ([], 5, "spark-a: image build at its start, 5 s in", False),
+        (
+            [(0, {"moved": 1, "note": "Step 3/9 : RUN x"}), (90, {"moved": 7, "note": "Step 4/9 : RUN y"})],
+            100,
+            "spark-a: image build at Step 4/9 : RUN y, 2 min in",
+            False,
+        ),
+        (
+            [(0, {"moved": 1, "note": "Step 3/9 : RUN x"}), (90, {"moved": 1, "note": "Step 3/9 : RUN x"})],
+            90,
+            "spark-a: image build at Step 3/9 : RUN x, 2 min in, no output for 2 min",
+            False,
+        ),
+        (
+            [(0, {"moved": 1, "note": "Step 3/9 : RUN x"}), (600, {"moved": 1, "note": "Step 3/9 : RUN x"})],
+            600,
+            "spark-a: image build at Step 3/9 : RUN x, 10 min in, no output for 10 min",
+            True,
+        ),
+    ],
+)
+def test_a_builds_line_and_stall(reports, at, line, stalled):
+    transfer = taken(reports)
+    assert transfer.step_line("spark-a", "image build", at, quiet_s=20) == line
+    assert transfer.stalled(at, 600) is stalled
+    assert transfer.counts_bytes is (not reports)
+
+
+def test_a_builds_stall_message_names_node_step_and_where_it_was():
+    transfer = taken([(0, {"moved": 4, "note": "Step 6/9 : RUN pip install"}), (700, {"moved": 4, "note": "x"})])
+    message = transfer.stall_message("spark-a", "image build", 700, "A rerun builds again.", counts_bytes=False)
+    assert message == "spark-a: image build stalled: no output for 12 min at x; it was stopped. A rerun builds again."
