@@ -101,6 +101,32 @@ def test_a_key_the_door_cannot_hold_is_refused_at_validation(tmp_path):
     assert not (tmp_path / "state").exists()
 
 
+@pytest.mark.parametrize(
+    ("fault", "refusal"),
+    [
+        ("missing key file", "front_door_api_key_file={key}: no such file on the controller (rule: the key is read"),
+        ("node without address", "node-1: roce_network_address is not set (rule: every node of a multi-node"),
+    ],
+)
+def test_an_inventory_gap_is_refused_by_name_before_any_rank_is_rendered(tmp_path, fault, refusal):
+    """The two gaps that used to surface as Ansible's own words ('... is undefined', a failed file lookup) before
+    the refusal: the refusal is now the first and only error."""
+    inventory = local_inventory(tmp_path, "pair")
+    key = tmp_path / "api-key"
+    if fault == "missing key file":
+        key.unlink()
+    else:
+        hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+        del hosts["all"]["children"]["spark_nodes"]["hosts"]["node-1"]["roce_network_address"]
+        (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    args = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(inventory)]
+    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    assert rc != 0
+    assert refusal.format(key=key) in out, out[-3000:]
+    assert out.count("[ERROR]") == 1, out[-3000:]
+    assert "is undefined" not in out and "lookup plugin" not in out, out[-3000:]
+
+
 def test_bad_profile_stops_at_validation_with_every_violation(tmp_path):
     overrides = {
         "engine": {

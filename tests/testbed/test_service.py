@@ -364,7 +364,8 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks_is_rotat
     """(e) A change that restarts every rank while streaming requests run finishes without a hang; the change
     turns on an API key, which must then guard the API and appear nowhere it must not. Rotated and then withdrawn
     under the watchdog, the key restarts the pair in order each time: only the new key works, the watchdog never
-    trips, and a withdrawn key leaves no env file behind."""
+    trips, the rotation's deploy, status.yml and diagnose.yml print the new key nowhere at -vvv, and a withdrawn key
+    leaves no env file behind."""
     secret = f"sk-spark-serve-{time.time_ns()}"
     key_file = tmp_path / "api.key"
     key_file.write_text(secret + "\n")
@@ -469,11 +470,12 @@ def the_front_door_is_closed_to_another_node(key):
 def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
     new = f"sk-spark-serve-rotated-{time.time_ns()}"
     (tmp_path / "rotated.key").write_text(new + "\n")
+    with_key = ("-e", json.dumps({"vllm_service_api_key_file": str(tmp_path / "rotated.key")}))
     stop = sf.fresh_watchdog()
     try:
         started = time.monotonic()
-        rc, out = sf.deploy("-e", json.dumps({"vllm_service_api_key_file": str(tmp_path / "rotated.key")}))
-        print(f"\n[key rotated under the watchdog] deploy {time.monotonic() - started:.0f} s, gated")
+        rc, out = sf.deploy("-vvv", *with_key)  # every result and module argument shown: the key never is
+        print(f"\n[key rotated under the watchdog] deploy at -vvv {time.monotonic() - started:.0f} s, gated")
         assert rc == 0 and "ready: /health 200 and all 2 rank(s) running" in out, out[-6000:]
         assert "acceptance PASSED" in out, "a rotation is gated like any change"
         assert sf.watchdog_looks(2), "the watchdog made no look after the rotation"
@@ -484,6 +486,12 @@ def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
             except urllib.error.HTTPError as refused:
                 assert refused.code == status, f"key {'old' if key == old else key and 'new'}: {refused.code}"
         assert new not in out and old not in out
+        for play in ("playbooks/status.yml", "playbooks/diagnose.yml"):
+            started = time.monotonic()
+            rc, shown = playbook(play, sf.PAIR, "-vvv", *with_key)
+            print(f"[{play} at -vvv with the key on] rc {rc}, {time.monotonic() - started:.0f} s, {len(shown)} chars")
+            assert rc == 0, shown[-4000:]
+            assert new not in shown, f"{play} printed the key at -vvv"
 
         started = time.monotonic()
         rc, out = sf.deploy()
