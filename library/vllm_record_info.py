@@ -54,7 +54,9 @@ last_passed:
   type: dict
 rollback_target:
   description: The record a rollback restores (I(restore), else the newest passed one of another deployment than
-    I(running)), with C(restore_overlays) like I(last_passed); null when there is none (see C(rollback_problem)).
+    I(running)), with C(restore_overlays) like I(last_passed) and C(overlay_problems), each stored text that is
+    missing or does not hash to the record's C(sha256) (the restore refuses it); null when there is none (see
+    C(rollback_problem)).
   returned: always
   type: dict
 rollback_problem:
@@ -86,17 +88,27 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.deploy_record import last_passed, last_timed_start, read_records, rollback_target
+from ansible.module_utils.deploy_record import (
+    last_passed,
+    last_timed_start,
+    read_records,
+    rollback_target,
+    stored_text_problem,
+)
 
 
 def with_overlays(record, folder):
-    """The record with its overlays as (stored text, destination) pairs, ready to mount again."""
+    """The record with its overlays as (stored text, destination) pairs, ready to mount again, and why any stored
+    text is not the one the record names (missing, or another text under its name)."""
     if record is None:
         return None
     stored = [
-        {"src": os.path.join(folder, "overlays", o["sha256"]), "dest": o["dest"]} for o in record.get("overlays", [])
+        {"src": os.path.join(folder, "overlays", o["sha256"]), "dest": o["dest"], "sha256": o["sha256"]}
+        for o in record.get("overlays", [])
     ]
-    return dict(record, restore_overlays=stored)
+    problems = [p for p in (stored_text_problem(o["src"], o["sha256"]) for o in stored) if p]
+    mounts = [{"src": o["src"], "dest": o["dest"]} for o in stored]
+    return dict(record, restore_overlays=mounts, overlay_problems=problems)
 
 
 def main():

@@ -6,6 +6,7 @@ Pure Python (no Ansible) so plain pytest can test it; library/vllm_record.py and
 read and write the files.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -40,9 +41,26 @@ def write_once(path, text):
         os.close(directory)
 
 
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def overlay_problems(record):
+    """Why a record's overlays cannot be trusted as file names: each `sha256` names a stored text (a path), so it
+    must be 64 lowercase hex and nothing else (a `../` in a record copied from a head would name any file)."""
+    overlays = record.get("overlays") or []
+    if not isinstance(overlays, list):
+        return ["overlays is not a list"]
+    return [
+        f"overlays[{index}].sha256 {str(overlay.get('sha256'))[:80]!r} is not 64 lowercase hex"
+        for index, overlay in enumerate(overlays)
+        if not isinstance(overlay, dict) or not SHA256_HEX.match(str(overlay.get("sha256", "")))
+    ]
+
+
 def read_records(paths):
     """(records, unreadable): every record that parses, and {path, error} for each one that does not (a truncated
-    file from a crash elsewhere is named and skipped, never blocking a deploy or a rollback)."""
+    file from a crash elsewhere, or an overlay hash that is no hash, is named and skipped, never blocking a deploy
+    or a rollback)."""
     records, unreadable = [], []
     for path in paths:
         try:
@@ -50,10 +68,23 @@ def read_records(paths):
                 record = json.load(source)
             if not isinstance(record, dict) or not record.get("id"):
                 raise ValueError("not a deployment record (no id)")
+            problems = overlay_problems(record)
+            if problems:
+                raise ValueError("; ".join(problems))
             records.append(record)
         except (OSError, ValueError) as err:
             unreadable.append({"path": path, "error": str(err)})
     return records, unreadable
+
+
+def stored_text_problem(path, sha256):
+    """None when the overlay text stored at `path` hashes to `sha256` (what a rollback would mount), else why not."""
+    try:
+        with open(path, "rb") as stored:
+            actual = hashlib.sha256(stored.read()).hexdigest()
+    except OSError as err:
+        return f"{path}: {err.strerror or err}"
+    return None if actual == sha256 else f"{path}: its text hashes to {actual}, the record says {sha256}"
 
 
 def last_passed(records, inventory=None):

@@ -2,6 +2,7 @@
 directory: what is written, what check mode leaves alone, redaction, refusals, and finding the last good record."""
 
 import json
+from pathlib import Path
 
 import pytest
 from ansible.module_utils.deploy_record import write_once
@@ -105,6 +106,43 @@ def test_record_info_finds_the_last_passed_and_the_latest_of_the_inventory(tmp_p
     ]
     everything = run_module(vllm_record_info, {"dir": str(records)})
     assert everything["latest"]["id"] == "20990101T000001Z-other-deploy"
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["../../../etc/shadow", "A" * 64, "0" * 63, None],
+    ids=["a path", "upper case", "63 hex", "no hash"],
+)
+def test_a_record_whose_overlay_hash_is_no_hash_is_skipped_by_name(tmp_path, planted):
+    """A record copied from a head is trusted only as far as it checks: an overlay `sha256` names a stored file, so
+    anything but 64 lowercase hex makes the record unreadable (named, skipped), never a path that is opened."""
+    records = tmp_path / "records"
+    good = write(records, overlays=[OVERLAY])["id"]
+    name = "20990101T000000Z-spark-pair-deploy"
+    bad = dict(RECORD, id=name, overlays=[{"src": "o.py", "dest": "/x.py", "sha256": planted}])
+    (records / f"{name}.json").write_text(json.dumps(bad))
+    result = run_module(vllm_record_info, {"dir": str(records), "inventory": "spark-pair"}, check_mode=True)
+    assert result["last_passed"]["id"] == good, "the planted record is neither the baseline nor a rollback target"
+    assert [r["id"] for r in result["records"]] == [good]
+    (warning,) = result["warnings"]
+    assert f"{name}.json is unreadable" in warning and "overlays[0].sha256" in warning, warning
+    assert "is not 64 lowercase hex" in warning
+
+
+def test_a_stored_overlay_text_that_does_not_hash_to_its_name_is_named_for_the_restore(tmp_path):
+    records = tmp_path / "records"
+    write(records, overlays=[OVERLAY])
+    result = run_module(vllm_record_info, {"dir": str(records), "inventory": "spark-pair"}, check_mode=True)
+    assert result["last_passed"]["overlay_problems"] == []
+    stored = result["last_passed"]["restore_overlays"][0]["src"]
+    Path(stored).write_text("import os; os.system('planted')\n")
+    result = run_module(vllm_record_info, {"dir": str(records), "inventory": "spark-pair"}, check_mode=True)
+    (problem,) = result["last_passed"]["overlay_problems"]
+    assert problem.startswith(f"{stored}: its text hashes to "), problem
+    assert problem.endswith(f"the record says {Path(stored).name}"), problem
+    Path(stored).unlink()
+    result = run_module(vllm_record_info, {"dir": str(records), "inventory": "spark-pair"}, check_mode=True)
+    assert result["last_passed"]["overlay_problems"] == [f"{stored}: No such file or directory"]
 
 
 def test_record_without_a_readable_key_file_writes_nothing(tmp_path):
