@@ -60,6 +60,14 @@ options:
       - The profile's C(model.trust_remote_code), the model id whose repository code the engine may run.
         C(trust_remote_code) (engine or extra_args) is refused unless this names I(model).
     type: str
+  allow_unsafe_env:
+    description:
+      - The profile's C(allow_unsafe_env), the vLLM switches it may turn on that open the engine to whoever reaches
+        it (C(VLLM_SERVER_DEV_MODE), C(VLLM_ALLOW_RUNTIME_LORA_UPDATING), C(VLLM_ALLOW_INSECURE_SERIALIZATION)). Each
+        is refused in I(env) while on (rule C(unsafe-env)) unless named here.
+    type: list
+    elements: str
+    default: []
   model_config:
     description: The model's config.json, as a path on the controller or a mapping (C(dtype) or C(torch_dtype)).
     type: raw
@@ -211,6 +219,7 @@ ARGUMENT_SPEC = dict(
     model=dict(type="str", required=True),
     revision=dict(type="str"),
     trust_remote_code=dict(type="str"),
+    allow_unsafe_env=dict(type="list", elements="str", default=[]),
     model_config=dict(type="raw", required=True),
     nodes=dict(type="int", default=1),
     node_rank=dict(type="int", default=0),

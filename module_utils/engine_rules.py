@@ -38,6 +38,15 @@ FABRIC_ENV = frozenset(
     )
 )
 API_KEY_FILE_ENV = "SPARK_SERVE_API_KEY_FILE"
+# vLLM switches (vllm/envs.py) that open the engine to whoever reaches its port: refused while on unless the profile
+# names them in allow_unsafe_env.
+UNSAFE_ENV = {
+    "VLLM_SERVER_DEV_MODE": "serves the developer endpoints (/reset_prefix_cache, /sleep, /collective_rpc, ...) that "
+    "change or stop the engine",
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "lets a client load LoRA adapters from paths or repositories it names",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "lets the engine unpickle its messages (running code sent to its sockets)",
+}
+OFF_WORDS = ("", "0", "false", "no", "off")
 # vLLM reports usage to its maintainers unless told not to (vllm/envs.py): off in every profile unless it says so.
 NO_USAGE_STATS = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 BOOL_WORDS = ("true", "false", "yes", "no", "0", "1", "on", "off")
@@ -860,6 +869,7 @@ class Plan:
                 self.fail(f"env.{key}", val, "no-newline", "must not contain a line break (it would inject lines)")
             else:
                 rendered[key] = str(val).lower() if isinstance(val, bool) else str(val)
+                self.check_unsafe_env(key, rendered[key])
         if self.p.get("api_key_file"):
             rendered[API_KEY_FILE_ENV] = str(self.p["api_key_file"])
         for name, value in NO_USAGE_STATS.items():
@@ -880,6 +890,17 @@ class Plan:
         if platform != "cpu":
             self.render_allocator_fraction(rendered, confs, values)
         return rendered
+
+    def check_unsafe_env(self, key, value):
+        """A switch of UNSAFE_ENV turned on needs the profile's allow_unsafe_env to name it."""
+        allowed = self.p.get("allow_unsafe_env") or []
+        if key in UNSAFE_ENV and value.strip().lower() not in OFF_WORDS and key not in allowed:
+            self.fail(
+                f"env.{key}",
+                value,
+                "unsafe-env",
+                f"{UNSAFE_ENV[key]}; acknowledge it by name with allow_unsafe_env: [{key}] in the profile",
+            )
 
     def check_fabric_env(self, fabric_env):
         """The fabric's variables as roce_network published them (it checked every port): only FABRIC_ENV keys."""

@@ -59,6 +59,7 @@ def vllm_args_params(prof, rank=0, master_addr="192.0.2.10", config_as_path=Fals
         "model": prof["model"]["id"],
         "revision": prof["model"]["revision"],
         "trust_remote_code": prof["model"].get("trust_remote_code"),
+        "allow_unsafe_env": prof.get("allow_unsafe_env"),
         "model_config": model_config,
         "nodes": prof["nodes"],
         "node_rank": rank,

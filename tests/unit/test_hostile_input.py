@@ -200,6 +200,24 @@ CASES = [
         "remote-code",
     ),
     ("remote-code-extra", "values", "pair", extra("--trust-remote-code"), "extra_args[0]", "remote-code"),
+    # --- vLLM switches that open the engine to whoever reaches it: only when the profile names them
+    ("dev-mode", "values", "single", set_in("env.VLLM_SERVER_DEV_MODE", 1), "env.VLLM_SERVER_DEV_MODE", "unsafe-env"),
+    (
+        "runtime-lora",
+        "values",
+        "pair",
+        set_in("env.VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True"),
+        "env.VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+        "unsafe-env",
+    ),
+    (
+        "pickled-messages",
+        "values",
+        "single",
+        set_in("env.VLLM_ALLOW_INSECURE_SERIALIZATION", "1"),
+        "env.VLLM_ALLOW_INSECURE_SERIALIZATION",
+        "unsafe-env",
+    ),
     ("remote-code-abbrev", "values", "single", extra("--trust-remote"), "extra_args[0]", "remote-code"),
     (
         "remote-code-other-model",
@@ -492,6 +510,16 @@ def test_remote_code_runs_when_the_profile_names_the_model(tmp_path):
     prof["model"]["trust_remote_code"] = prof["model"]["id"]
     (argv,) = rendered(prof, tmp_path)
     assert "--trust-remote-code" in argv
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("1", ["VLLM_SERVER_DEV_MODE"]), ("0", []), (False, [])])
+def test_a_switch_turned_off_or_named_by_the_profile_renders(tmp_path, value, allowed):
+    prof = profile("single")
+    prof["env"] = dict(prof.get("env", {}), VLLM_SERVER_DEV_MODE=value)
+    prof["allow_unsafe_env"] = allowed
+    assert validate(prof, tmp_path) == []
+    rendered_env = json.loads((tmp_path / "rank0.args.json").read_text())["env"]
+    assert rendered_env["VLLM_SERVER_DEV_MODE"] == str(value).lower()
 
 
 def test_master_address_must_be_an_address_on_the_nodes_fast_link(tmp_path):

@@ -361,6 +361,7 @@ def test_the_tests_render_a_profile_with_the_parameters_the_role_renders_it_with
     prof = profile("pair")
     prof["model"]["trust_remote_code"] = prof["model"]["id"]  # every optional field set, so none is left out
     prof.setdefault("cuda_version", "13.0")
+    prof["allow_unsafe_env"] = []
     mapped = set(vllm_args_params(prof, config_as_path=True)) - from_nodes
     assert mapped == set(role_params) - from_nodes - {"fast_link_prefix_length"}, (mapped, set(role_params))
 
