@@ -18,8 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.playbook.test_validate_playbook import local_inventory
-from tests.profiles import profiles, vllm_args_params
+from tests.profiles import local_inventory, profiles, vllm_args_params
 from tests.runner import BIN, command_env
 
 SEED_LOAD_S = (540, 600)  # seed 000: a full cold start takes 9-10 minutes

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tests.playbook.test_validate_playbook import BIN, local_inventory, run
+from tests.profiles import local_inventory
+from tests.runner import BIN, run
 
 pytestmark = pytest.mark.playbook
 

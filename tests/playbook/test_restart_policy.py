@@ -6,9 +6,8 @@ import json
 import pytest
 import yaml
 
-from tests.playbook.test_validate_playbook import BIN, run, site_check
-from tests.profiles import profiles
-from tests.runner import write_api_key
+from tests.profiles import profiles, site_check
+from tests.runner import BIN, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 

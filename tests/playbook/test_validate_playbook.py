@@ -7,63 +7,10 @@ import sys
 import pytest
 import yaml
 
-from tests.profiles import ROOT, profiles
+from tests.profiles import ROOT, local_inventory, profiles, site_check
 from tests.runner import BIN, run, write_api_key
 
 pytestmark = pytest.mark.playbook
-
-
-def local_inventory(tmp_path, profile_name, overrides=None):
-    """An inventory whose nodes are connection=local names: validation must not contact them anyway."""
-    nodes = profiles()[profile_name]["nodes"]
-    inv = tmp_path / "inventory"
-    (inv / "group_vars").mkdir(parents=True)
-    hosts = {
-        f"node-{i}": {"ansible_connection": "local", "roce_network_address": f"127.0.0.{10 + i}"} for i in range(nodes)
-    }
-    (inv / "hosts.yml").write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "children": {"spark_nodes": {"hosts": hosts}},
-                    "hosts": {
-                        "localhost": {
-                            "ansible_connection": "local",
-                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                        }
-                    },
-                }
-            }
-        )
-    )
-    key = tmp_path / "api-key"
-    key.write_text("sk-local-test-key\n")
-    group = {
-        "spark_serve_profile": profile_name,
-        "spark_serve_profile_overrides": overrides or {},
-        "vllm_service_api_key_file": str(key),  # as every shipped real inventory names one
-    }
-    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(group))
-    return inv
-
-
-def site_check(tmp_path, profile_name, overrides=None):
-    inv = local_inventory(tmp_path, profile_name, overrides)
-    state = tmp_path / "state"
-    rc, out = run(
-        [
-            str(BIN / "ansible-playbook"),
-            "site.yml",
-            "--check",
-            "--tags",
-            "validate",
-            "-i",
-            str(inv),
-            "-e",
-            f"spark_serve_controller_dir={state}",
-        ]
-    )
-    return rc, out, state
 
 
 @pytest.mark.parametrize("name", sorted(profiles()))

@@ -5,8 +5,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.hostile_cases import CASES
 from tests.profiles import profiles
-from tests.unit.test_hostile_input import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -78,5 +78,19 @@ def test_the_profiles_page_names_exactly_the_rules_the_code_refuses_by():
 
 def test_the_hostile_case_count_is_the_test_files_own():
     page = (DOCS / "profiles.md").read_text()
-    stated = re.search(r"(\d+) cases in `tests/unit/test_hostile_input.py`", page)
+    stated = re.search(r"(\d+) cases in `tests/hostile_cases.py`", page)
     assert stated and int(stated.group(1)) == len(CASES), (stated and stated.group(1), len(CASES))
+
+
+def test_no_test_module_imports_another():
+    """Shared test helpers live in helper modules (tests/runner.py, tests/profiles.py, tests/hostile_cases.py,
+    tests/testbed/helpers.py, ...): a test module imported by another would run its tests' collection twice."""
+    importers = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            importers += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[-1].startswith("test_")]
+    assert importers == []
