@@ -41,8 +41,8 @@ def _escape_html(line):
 
 
 def cell(value):
-    """A Markdown table cell: one line, pipes escaped."""
-    return value.replace("|", "\\|")
+    """A Markdown table cell: one line, pipes escaped (a Jinja filter in a default would end the cell)."""
+    return " ".join(value.split("\n")).replace("|", "\\|")
 
 
 def type_of(option):
@@ -54,7 +54,7 @@ def default_of(option):
     if "default" not in option:
         return ""
     value = option["default"]
-    shown = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True).strip()
+    shown = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
     shown = shown.removesuffix("\n...").strip()
     return f"`{shown}`" if shown != "" else '`""`'
 
@@ -66,7 +66,8 @@ def option_rows(options, prefix=""):
         if option.get("choices"):
             described += " Choices: " + ", ".join(f"`{choice}`" for choice in option["choices"]) + "."
         required = "yes" if option.get("required") else ""
-        rows.append(f"| `{prefix}{name}` | {type_of(option)} | {required} | {default_of(option)} | {cell(described)} |")
+        default = cell(default_of(option))
+        rows.append(f"| `{prefix}{name}` | {type_of(option)} | {required} | {default} | {cell(described)} |")
         if option.get("options"):
             rows += option_rows(option["options"], f"{prefix}{name}.")
     return rows

@@ -1,6 +1,7 @@
 """Every role's README is what tools/gen_role_readme.py makes of its meta/argument_specs.yml (CI catches drift:
 edit the specs, then `make docs`)."""
 
+import re
 import shutil
 
 import pytest
@@ -29,6 +30,32 @@ def test_readme_names_every_variable_with_its_type(role):
     for spec in specs.values():
         for name, option in (spec.get("options") or {}).items():
             assert f"| `{name}` | {option.get('type', 'str')}" in text, name
+
+
+def table_cells(line):
+    """The cells of a Markdown table row: split at every pipe not escaped with a backslash."""
+    return re.split(r"(?<!\\)\|", line)[1:-1]
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
+def test_every_table_row_has_the_headers_cells(role):
+    """A pipe inside a default (a Jinja filter) or a line break would end a cell and shift the row."""
+    header, bad = None, []
+    for number, line in enumerate(render(role).splitlines(), 1):
+        if not line.startswith("|"):
+            header = None
+        elif header is None:
+            header = len(table_cells(line))
+        elif len(table_cells(line)) != header or not line.endswith("|"):
+            bad.append(f"line {number}: {line[:100]}")
+    assert bad == []
+
+
+def test_a_pipe_in_a_default_stays_in_its_cell():
+    from tools.gen_role_readme import option_rows
+
+    (row,) = option_rows({"x": {"type": "str", "default": "{{ a | first }}", "description": "One | two."}})
+    assert len(table_cells(row)) == 5, row
 
 
 def test_markup_becomes_markdown_and_tags_outside_code_are_escaped():
