@@ -132,20 +132,16 @@ def local_inventory(tmp_path, profile_name, overrides=None):
     return inv
 
 
+def validate_argv(inventory, state):
+    """`ansible-playbook site.yml --check --tags validate` on `inventory` (None: the default one), writing under
+    `state` as its controller folder."""
+    chosen = ["-i", str(inventory)] if inventory else []
+    playbook = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate"]
+    return [*playbook, *chosen, "-e", f"spark_serve_controller_dir={state}"]
+
+
 def site_check(tmp_path, profile_name, overrides=None):
     inv = local_inventory(tmp_path, profile_name, overrides)
     state = tmp_path / "state"
-    rc, out = run(
-        [
-            str(BIN / "ansible-playbook"),
-            "site.yml",
-            "--check",
-            "--tags",
-            "validate",
-            "-i",
-            str(inv),
-            "-e",
-            f"spark_serve_controller_dir={state}",
-        ]
-    )
+    rc, out = run(validate_argv(inv, state))
     return rc, out, state

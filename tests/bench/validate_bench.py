@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.profiles import local_inventory, profiles, vllm_args_params
+from tests.profiles import local_inventory, profiles, validate_argv, vllm_args_params
 from tests.runner import BIN, command_env
 
 SEED_LOAD_S = (540, 600)  # seed 000: a full cold start takes 9-10 minutes
@@ -80,19 +80,7 @@ def rules_seconds(name):
 def playbook_seconds(name):
     with tempfile.TemporaryDirectory() as tmp:
         inv = local_inventory(Path(tmp), name)
-        return timed(
-            [
-                str(BIN / "ansible-playbook"),
-                "site.yml",
-                "--check",
-                "--tags",
-                "validate",
-                "-i",
-                str(inv),
-                "-e",
-                f"spark_serve_controller_dir={tmp}/state",
-            ]
-        )
+        return timed(validate_argv(inv, f"{tmp}/state"))
 
 
 def main():

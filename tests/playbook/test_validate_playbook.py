@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.profiles import ROOT, local_inventory, profiles, site_check
+from tests.profiles import ROOT, local_inventory, profiles, site_check, validate_argv
 from tests.runner import BIN, run, write_api_key
 
 pytestmark = pytest.mark.playbook
@@ -26,13 +26,12 @@ def test_a_real_profile_without_a_key_is_refused_unless_it_allows_it(tmp_path):
     group = local_inventory(tmp_path, "pair") / "group_vars" / "all.yml"
     keyless = {k: v for k, v in yaml.safe_load(group.read_text()).items() if k != "vllm_service_api_key_file"}
     group.write_text(yaml.safe_dump(keyless))
-    args = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(group.parents[1])]
-    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    rc, out = run(validate_argv(group.parents[1], tmp_path / "state"))
     assert rc != 0
     assert 'vllm_service_api_key_file="": a gb10 profile without an API key (rule: the API of real Sparks' in out, out
     assert "nothing was changed" in out
     group.write_text(yaml.safe_dump(dict(keyless, spark_serve_profile_overrides={"allow_unauthenticated": True})))
-    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    rc, out = run(validate_argv(group.parents[1], tmp_path / "state"))
     assert rc == 0, out[-3000:]
 
 
@@ -40,8 +39,7 @@ def test_a_key_the_door_cannot_hold_is_refused_at_validation(tmp_path):
     inventory = local_inventory(tmp_path, "pair")
     key = tmp_path / "api-key"
     key.write_text("not a token\n")  # a space: the door compares the header as one word
-    args = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(inventory)]
-    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    rc, out = run(validate_argv(inventory, tmp_path / "state"))
     assert rc != 0
     assert f"front_door_api_key_file={key}: the key must be 16 to 512 letters, digits or ._~+/=-" in out, out[-3000:]
     assert "not a token" not in out, "the refusal must not print the key"
@@ -66,8 +64,7 @@ def test_an_inventory_gap_is_refused_by_name_before_any_rank_is_rendered(tmp_pat
         hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
         del hosts["all"]["children"]["spark_nodes"]["hosts"]["node-1"]["roce_network_address"]
         (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    args = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate", "-i", str(inventory)]
-    rc, out = run([*args, "-e", f"spark_serve_controller_dir={tmp_path / 'state'}"])
+    rc, out = run(validate_argv(inventory, tmp_path / "state"))
     assert rc != 0
     assert refusal.format(key=key) in out, out[-3000:]
     assert out.count("[ERROR]") == 1, out[-3000:]
@@ -102,33 +99,11 @@ def test_schema_error_names_the_path(tmp_path):
 
 def test_default_inventory_is_the_pair_and_single_swaps_to_tp1(tmp_path):
     write_api_key(tmp_path)
-    rc, out = run(
-        [
-            str(BIN / "ansible-playbook"),
-            "site.yml",
-            "--check",
-            "--tags",
-            "validate",
-            "-e",
-            f"spark_serve_controller_dir={tmp_path}",
-        ]
-    )
+    rc, out = run(validate_argv(None, tmp_path))
     assert rc == 0, out
     assert "profile pair, rank 1 on spark-b" in out
     assert "--tensor-parallel-size 2" in out and "--headless" in out
-    rc, out = run(
-        [
-            str(BIN / "ansible-playbook"),
-            "site.yml",
-            "--check",
-            "--tags",
-            "validate",
-            "-i",
-            "inventories/spark-single",
-            "-e",
-            f"spark_serve_controller_dir={tmp_path}",
-        ]
-    )
+    rc, out = run(validate_argv("inventories/spark-single", tmp_path))
     assert rc == 0, out
     assert "profile single, rank 0 on spark-a" in out
     assert "--tensor-parallel-size 1" in out and "--nnodes" not in out
