@@ -19,9 +19,13 @@ chmod 700 /root/.ssh && chmod 600 /root/.ssh/authorized_keys
 [ -f /etc/docker/daemon.json ] || printf '%s\n' "$TESTBED_DAEMON_JSON" > /etc/docker/daemon.json
 ssh-keygen -A >/dev/null
 
-# The fast link: Docker reattaches the fabric network under a generic name with its own address (testbed.py's
-# attach_fast_link names it on the first start, when it is attached after this script runs).
-fast=$(ip -o -4 addr show | awk -v a="${TESTBED_FAST_ADDRESS:-none}/" 'index($4, a) == 1 { print $2; exit }')
+# The fast link: Docker reattaches the fabric network under a generic name with its own address. Only on a reboot:
+# on the first start testbed.py's attach_fast_link attaches and names it while this script runs, and two renames
+# racing would kill the node.
+booted=/var/lib/spark-serve-testbed/booted
+fast=""
+[ ! -f "$booted" ] ||
+  fast=$(ip -o -4 addr show | awk -v a="${TESTBED_FAST_ADDRESS:-none}/" 'index($4, a) == 1 { print $2; exit }')
 if [ -n "$fast" ]; then
   ip link set "$fast" down
   [ "$fast" = "$TESTBED_FAST_NETDEV" ] || ip link set "$fast" name "$TESTBED_FAST_NETDEV"
@@ -43,4 +47,5 @@ for script in /etc/rc3.d/S*; do
   case "$script" in *ssh) continue ;; esac
   "$script" start >/dev/null || echo "testbed-entrypoint: $script did not start" >&2
 done
+mkdir -p "${booted%/*}" && touch "$booted"
 exec /usr/sbin/sshd -D -e
