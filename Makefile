@@ -4,7 +4,7 @@ VENV := .venv
 ENGINE_VENV := .venv-engine
 PY := $(VENV)/bin/python
 
-.PHONY: install system engine lint test tiers unit molecule bench catalogs docs demo testbed-down
+.PHONY: install system promtool engine lint test tiers unit molecule bench catalogs docs demo testbed-down
 
 install: $(VENV)/.installed
 
@@ -13,11 +13,20 @@ $(VENV)/.installed: requirements.txt
 	$(VENV)/bin/pip install --quiet -r requirements.txt
 	touch $@
 
-# Debian packages the test bed needs on this machine (Docker engine, debootstrap for the node images).
+# Debian packages the test bed needs on this machine (Docker engine, debootstrap for the node images), and promtool.
 SYSTEM_PACKAGES := docker.io debootstrap rsync curl openssh-client
-system:
+system: promtool
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+
+# promtool alone (the alert rules' unit tests), unpacked from Debian's prometheus package: installing the package
+# would start a Prometheus service on this machine.
+promtool: .tools/bin/promtool
+
+.tools/bin/promtool:
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd "$$tmp" && \
+	{ apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; } && \
+	dpkg-deb -x prometheus_*.deb root && install -D -m 0755 root/usr/bin/promtool $(CURDIR)/$@
 
 # The real CPU build of vLLM that the engine tests start (tests/engine/install_engine.sh).
 engine:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 INSTANCE = os.environ.get("SPARK_TESTBED_INSTANCE", "0")
@@ -48,3 +50,12 @@ def write_api_key(controller_dir):
     key.write_text("sk-" + "0123456789abcdef" * 2 + "\n")
     key.chmod(0o600)
     return key
+
+
+def promtool(*args):
+    """Prometheus' promtool (make system unpacks it into .tools/, or $PROMTOOL): CompletedProcess; a missing one
+    fails the test, never skips it."""
+    path = Path(os.environ.get("PROMTOOL") or ROOT / ".tools/bin/promtool")
+    if not path.is_file():
+        pytest.fail(f"promtool not found at {path}: run make system")
+    return subprocess.run([str(path), *map(str, args)], capture_output=True, text=True, timeout=60, check=False)

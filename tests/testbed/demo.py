@@ -2,8 +2,9 @@
 
 Starts the two-node test bed, pushes the real vLLM CPU engine image to its registry (the base the head builds
 images/testbed on), makes the nodes look like fresh DGX OS installs, runs site.yml unchanged (validate, prepare
-with the image built on the head and loaded on the other node, staged TP2 start), then prints the endpoint, the
-image the record pins, the effective engine arguments and one answered request.
+with the image built on the head and loaded on the other node, staged TP2 start) and playbooks/monitoring.yml,
+then prints the endpoint, Prometheus' URL, the image the record pins, the effective engine arguments and one
+answered request.
 """
 
 import json
@@ -50,6 +51,13 @@ def main():
     step(
         f"ansible-playbook site.yml -i {INVENTORY}", [str(BIN / "ansible-playbook"), "-i", INVENTORY, "site.yml"], 3600
     )
+    monitored = NODES == "2"  # testbed-pair names node-1 its monitoring host
+    if monitored:
+        step(
+            f"ansible-playbook playbooks/monitoring.yml -i {INVENTORY}",
+            [str(BIN / "ansible-playbook"), "-i", INVENTORY, "playbooks/monitoring.yml"],
+            900,
+        )
 
     profile = "testbed" if NODES == "2" else "testbed-single"
     endpoint = f"https://{tb.NODE_IPS[0]}:8443/v1"
@@ -57,6 +65,9 @@ def main():
     ca = controller_dir / "front-door" / "ca.pem"
     print(f"\nendpoint: {endpoint}  (model tiny-llama, profile {profile}, TP{NODES} across {NODES} test node(s))")
     print(f"front door: nginx on the head, TLS signed by {ca.relative_to(ROOT)} (curl --cacert it)")
+    if monitored:
+        monitor = tb.NODE_IPS[1]
+        print(f"monitoring: Prometheus http://{monitor}:9090 (alerts: /alerts), Alertmanager http://{monitor}:9093")
     state = controller_dir / profile
     for spec_file in sorted(state.glob("rank*.spec.json")):
         rendered = json.loads(spec_file.read_text())

@@ -5,6 +5,7 @@ Every scenario runs the project's real playbooks against the real vLLM CPU engin
 """
 
 import ast
+import calendar
 import concurrent.futures
 import json
 import re
@@ -14,9 +15,10 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
-from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_container, node_exec, playbook
+from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_container, node_exec, playbook, run
 
 # The head's front door (roles/front_door): TLS on 8443 with the CA the first deploy made on this controller.
 HEAD = f"https://10.253.{16 * int(INSTANCE)}.10:8443"
@@ -735,7 +737,7 @@ def engine_core_frozen_under_the_watchdog(clients=0, timeout_s=60, restart_timeo
         pid = engine_core_pid()
         rc, out = node_exec(0, f"kill -STOP {pid}")
         assert rc == 0, out
-        frozen = time.monotonic()
+        frozen, frozen_at = time.monotonic(), time.time()
         seconds = None
         while time.monotonic() - frozen < timeout_s:
             if any(e["event"] == "service unhealthy" for e in watchdog_events()):
@@ -746,7 +748,8 @@ def engine_core_frozen_under_the_watchdog(clients=0, timeout_s=60, restart_timeo
     finally:
         node_exec(0, stop)
         node_exec(0, f"kill -CONT {pid} 2>/dev/null; true")
-    return {"seconds": seconds, "events": watchdog_events(), "load": load.join(timeout_s=120) if load else None}
+    load = load.join(timeout_s=120) if load else None
+    return {"seconds": seconds, "frozen_at": frozen_at, "events": watchdog_events(), "load": load}
 
 
 class Run:
@@ -924,3 +927,70 @@ def validated_vs_running(inventory, profile, nodes):
         differences, marked = spec_differences(spec, running_view(index))
         ranks.append({"rank": spec["rank"], "differences": differences, "marked": marked, "argv": len(spec["argv"])})
     return ranks
+
+
+# roles/monitoring on the served pair (inventories/testbed-pair: Prometheus and Alertmanager on node-1, whose
+# Alertmanager posts to the sink below on its loopback).
+SINK_PORT, SINK_LOG = 9199, "/tmp/webhook-sink.jsonl"
+
+
+def prometheus_url():
+    return f"http://10.253.{int(INSTANCE) * 16}.11:9090"
+
+
+def start_monitoring():
+    """The webhook sink on node-1, then playbooks/monitoring.yml: (rc, output, seconds)."""
+    # Into /root: `docker cp` writes the image's layer, under the node's /tmp tmpfs.
+    rc, out = run(["docker", "cp", str(ROOT / "tests/testbed/webhook_sink.py"), f"{node_container(1)}:/root/"])
+    assert rc == 0, out
+    node_exec(1, f"pkill -f webhook_sink.py; rm -f {SINK_LOG}; true")
+    sink = ["python3", "/root/webhook_sink.py", str(SINK_PORT), SINK_LOG]
+    rc, out = run(["docker", "exec", "-d", node_container(1), *sink])
+    assert rc == 0, out
+    rc, out = node_exec(
+        1, f"for i in $(seq 50); do curl -s -o /dev/null 127.0.0.1:{SINK_PORT} && exit 0; sleep 0.1; done; exit 1"
+    )
+    assert rc == 0, "the webhook sink does not answer"
+    began = time.monotonic()
+    rc, out = playbook("playbooks/monitoring.yml")
+    return rc, out, round(time.monotonic() - began, 1)
+
+
+def notifications():
+    """Every alert the sink received: (received, status, alertname, labels) in arrival order."""
+    _, out = node_exec(1, f"cat {SINK_LOG} 2>/dev/null; true")
+    posts = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return [
+        (post["received"], alert["status"], alert["labels"]["alertname"], alert["labels"])
+        for post in posts
+        for alert in post["body"]["alerts"]
+    ]
+
+
+def notified(alertname, since, timeout_s):
+    """The first firing notification of `alertname` the sink received after the wall-clock time `since`, waiting
+    until `since + timeout_s`; None when none came."""
+    while True:
+        found = [n for n in notifications() if n[0] >= since and n[1:3] == ("firing", alertname)]
+        if found or time.time() > since + timeout_s:
+            return found[0] if found else None
+        time.sleep(1)
+
+
+def prometheus(path):
+    with urllib.request.urlopen(prometheus_url() + path, timeout=10) as answer:
+        return json.load(answer)["data"]
+
+
+def query(expr):
+    """The instant vector of a PromQL expression on the test bed's Prometheus."""
+    return prometheus("/api/v1/query?" + urllib.parse.urlencode({"query": expr}))["result"]
+
+
+def alerts_since(began):
+    """Alerts pending or firing now that became active at or after the wall-clock time `began`: [(name, state)]."""
+    return [
+        (alert["labels"]["alertname"], alert["state"])
+        for alert in prometheus("/api/v1/alerts")["alerts"]
+        if calendar.timegm(time.strptime(alert["activeAt"][:19], "%Y-%m-%dT%H:%M:%S")) >= int(began)
+    ]

@@ -23,6 +23,7 @@ import time
 import urllib.error
 
 import pytest
+import yaml
 
 from tests.testbed import service_faults as sf
 from tests.testbed.helpers import ROOT, node_exec, playbook
@@ -40,6 +41,16 @@ def deployed(served_pair):
 @pytest.fixture
 def serving(deployed):
     sf.ensure_serving()
+
+
+@pytest.fixture(scope="module")
+def monitored(deployed):
+    """playbooks/monitoring.yml once on the served pair (Prometheus and Alertmanager on node-1, posting to the
+    test's webhook sink there): the busy pair below then proves it raises nothing, the frozen engine core that it
+    notifies."""
+    rc, out, seconds = sf.start_monitoring()
+    print(f"\n[monitoring] playbooks/monitoring.yml took {seconds} s")
+    assert rc == 0, out[-4000:]
 
 
 def test_pair_serves_streaming_chat_and_prefix_cache_hits(serving):
@@ -118,11 +129,14 @@ def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto
     assert result["serving_again_s"] is not None and len(result["running"]) == 2, result
 
 
-def test_a_busy_service_is_never_stopped_by_the_watchdog(serving):
+def test_a_busy_service_is_never_stopped_by_the_watchdog(serving, monitored):
     """Every slot of the pair busy with long generations and as many requests queued behind them for 75 s (25 looks
     of the watchdog, which acts after 2 failed ones): it reads the engine's token counters instead of queueing a
-    probe, and never trips."""
+    probe, and never trips; roles/monitoring's alerts stay quiet and nothing reaches the hook."""
+    began = time.time()
     result = sf.busy_service_under_the_watchdog()
+    alerts = sf.alerts_since(began)
+    notified = [n for n in sf.notifications() if n[0] >= began and n[1] == "firing"]
     failed_looks = [e for e in result["events"] if e["event"] == "look failed"]
     trips = [e for e in result["events"] if e["event"] == "service unhealthy"]
     print(
@@ -134,6 +148,30 @@ def test_a_busy_service_is_never_stopped_by_the_watchdog(serving):
     assert result["answered"] >= 8, result
     assert trips == [] and failed_looks == [], result["events"]
     assert result["failed"] == 0 and result["same_head"], result
+    assert alerts == [] and notified == [], (alerts, notified)
+
+
+def test_every_recording_rule_dashboard_panel_and_watchdog_metric_has_series_on_the_served_pair(serving, monitored):
+    """Right after the busy pair's load: each of roles/monitoring's recording rules, each query of its Grafana
+    dashboard (every service selected), the watchdog's verdicts and the door's certificate end, as the test bed's
+    Prometheus holds them. MTP acceptance has none: the tiny model drafts nothing, and the engine says so (its draft
+    counter is absent too)."""
+    _, rules = node_exec(1, "cat /etc/prometheus/spark-serve-rules.yml")
+    groups = yaml.safe_load(rules)["groups"]
+    recorded = [rule["record"] for group in groups for rule in group["rules"] if "record" in rule]
+    empty = [name for name in recorded if not sf.query(name)]
+    print(f"\n[monitoring] {len(recorded) - len(empty)} of {len(recorded)} recording rules have series; none: {empty}")
+    assert recorded and all("acceptance" in name for name in empty), empty
+    dashboard = json.loads((ROOT / "roles/monitoring/files/grafana-dashboard.json").read_text())
+    queries = [(p["title"], t["expr"].replace("$service", ".*")) for p in dashboard["panels"] for t in p["targets"]]
+    no_series = [title for title, expr in queries if not sf.query(expr)]
+    print(f"[monitoring] {len(queries) - len(no_series)} of {len(queries)} dashboard queries have series")
+    assert no_series == ["MTP acceptance"], no_series
+    assert not sf.query("vllm:spec_decode_num_draft_tokens_total"), "a drafting engine: its acceptance must record"
+    armed = sf.query('spark_serve_watchdog_armed{job="node"}')
+    assert [(s["metric"]["node"], s["value"][1]) for s in armed] == [("node-0", "1")], armed
+    ends = sf.query("spark_serve_door_certificate_expiry_timestamp_seconds - time()")
+    assert ends and float(ends[0]["value"][1]) > 30 * 86400, ends
 
 
 def test_one_dropped_ping_is_noted_and_never_acted_on(serving):
@@ -145,10 +183,11 @@ def test_one_dropped_ping_is_noted_and_never_acted_on(serving):
 
 
 @pytest.mark.parametrize("clients", [0, 6], ids=["idle", "under-load"])
-def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(serving, clients):
+def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(serving, monitored, clients):
     """Alone proves the watchdog's two rules on a frozen engine core whose /health stays 200: idle, its probe request
     fails; under load, requests run or wait while no token counter moves. Each trip restarts the pair (one start
-    each); the busy pair above is their negative control."""
+    each); the busy pair above is their negative control. The first trip reaches the monitoring hook as a firing
+    SparkServeWatchdogTripped alert within 60 s of the freeze."""
     result = sf.engine_core_frozen_under_the_watchdog(clients=clients)
     trip = next((e for e in result["events"] if e["event"] == "service unhealthy"), None)
     restarted = next((e for e in result["events"] if e["event"].startswith("auto-restart")), None)
@@ -161,6 +200,11 @@ def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(servin
     busy = "request(s) running or waiting and no token progress"
     assert any((busy if clients else "generation failed") in p for p in trip["problems"]), trip
     assert restarted["event"] == "auto-restart ready", restarted
+    if not clients:
+        tripped = sf.notified("SparkServeWatchdogTripped", since=result["frozen_at"], timeout_s=60)
+        notified_s = tripped and round(tripped[0] - result["frozen_at"], 1)
+        print(f"[engine core frozen] the alert reached the hook {notified_s} s after the freeze: {tripped}")
+        assert tripped and tripped[3]["service"] == "testbed" and tripped[3]["node"] == "node-0", tripped
 
 
 def test_a_second_deploy_is_refused_within_5_s_naming_the_first(serving):

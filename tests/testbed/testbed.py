@@ -72,6 +72,10 @@ NODE_PACKAGES = [
     "nftables",  # roles/fabric_firewall's table (DGX OS ships it)
     "python3-venv",  # roles/vllm_router's own venv on the fleet's router host (node-2)
     "python3-packaging",  # what ansible.builtin.pip needs on that host (roles/vllm_router installs both)
+    # roles/monitoring's packages, pinned there to the versions this image holds (nodes reach no Debian mirror)
+    "prometheus",
+    "prometheus-alertmanager",
+    "prometheus-node-exporter",
 ]
 # `--privileged` fails here (no CAP_SYS_RESOURCE in the host's bounding set): emulate it.
 NODE_RUN_OPTS = [
@@ -96,8 +100,16 @@ NODE_RUN_OPTS = [
     "--shm-size",
     "2g",
 ]
-# Services the packages enable that a Spark's boot does not start for spark-serve (nginx: once roles/front_door has).
-BOOT_DISABLED = ["nginx", "docker-registry", "rsync"]
+# Services the packages enable that a Spark's boot does not start for spark-serve (nginx: once roles/front_door has;
+# the monitoring services: once roles/monitoring has).
+BOOT_DISABLED = [
+    "nginx",
+    "docker-registry",
+    "rsync",
+    "prometheus",
+    "prometheus-alertmanager",
+    "prometheus-node-exporter",
+]
 # Debian's /etc/init.d/docker raises rlimits, which a node without CAP_SYS_RESOURCE cannot: let it go on.
 INIT_SCRIPT_PATCH = r"s/^\(\s*ulimit -[npu] [0-9a-z]*\)$/\1 2>\/dev\/null || true/"
 

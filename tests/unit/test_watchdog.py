@@ -176,6 +176,49 @@ def test_main_reads_the_config_file_and_exits_1_on_a_problem(tmp_path, node, end
     assert watchdog.main(["watchdog"]) == 2
 
 
+def exported(path):
+    """{(name, event label or ''): value} of a textfile-collector file, checking every sample line's shape."""
+    samples = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            assert line.split()[1] in ("HELP", "TYPE"), line
+            continue
+        name, value = line.rsplit(" ", 1)
+        event = name.partition('{event="')[2].rstrip('"}')
+        samples[(name.split("{")[0], event)] = float(value)
+    return samples
+
+
+def test_every_look_exports_its_verdicts_and_event_counts_for_the_node_exporter(tmp_path, node, endpoint):
+    path = tmp_path / "watchdog.json"
+    metrics = tmp_path / "textfile" / "spark_serve_watchdog.prom"
+    path.write_text(json.dumps(config(tmp_path, endpoint["port"], metrics_file=str(metrics))))
+    assert watchdog.main(["watchdog", str(path)]) == 0
+    healthy = exported(metrics)
+    assert {event for name, event in healthy if name == "spark_serve_watchdog_events_total"} == set(watchdog.EVENTS)
+    assert healthy[("spark_serve_watchdog_events_total", "service unhealthy")] == 0
+    assert healthy[("spark_serve_watchdog_armed", "")] == 1 and healthy[("spark_serve_watchdog_tripped", "")] == 0
+    assert abs(healthy[("spark_serve_watchdog_last_look_timestamp_seconds", "")] - time.time()) < 60
+    endpoint["status"] = 503
+    assert watchdog.main(["watchdog", str(path)]) == 1
+    tripped = exported(metrics)
+    assert tripped[("spark_serve_watchdog_events_total", "service unhealthy")] == 1
+    assert tripped[("spark_serve_watchdog_tripped", "")] == 1
+    assert not list(metrics.parent.glob("*.tmp")), "written whole, then renamed"
+
+
+def test_a_trip_is_exported_before_its_automatic_restart_ends(tmp_path, node, endpoint):
+    answers, _ = node
+    metrics = tmp_path / "textfile" / "spark_serve_watchdog.prom"
+    during = {}
+    endpoint["status"] = 500
+    answers["on_up"] = lambda: during.update(exported(metrics)) or endpoint.update(status=200)
+    watchdog.look(restart_config(tmp_path, endpoint["port"], metrics_file=str(metrics)))
+    assert during[("spark_serve_watchdog_events_total", "service unhealthy")] == 1, "seen while the head starts"
+    assert during[("spark_serve_watchdog_events_total", "auto-restart ready")] == 0
+    assert exported(metrics)[("spark_serve_watchdog_events_total", "auto-restart ready")] == 1
+
+
 def stops(calls):
     return [c for c in calls if c[:2] == ["docker", "stop"]]
 

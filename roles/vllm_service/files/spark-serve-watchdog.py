@@ -29,8 +29,9 @@ acts once per fault and restarts at most `auto_restart_max` times between two de
 after the next start, and disarms it while a start runs; a look re-reads its configuration before it acts and stands
 down when a deploy disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. In a
 fleet (`router` set: docs/fleet.md) it takes the replica out of the router's rotation before it stops the head, so
-that new requests go to the other replicas at once, and puts it back after a good automatic restart. Standard
-library only.
+that new requests go to the other replicas at once, and puts it back after a good automatic restart. After every
+look it writes its verdicts and the count of each recorded event to `metrics_file` for the node exporter's textfile
+collector (roles/monitoring alerts on them). Standard library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json --peers   # the deploy's try of the restart path
@@ -240,6 +241,74 @@ def record(config, event):
             log.write(line + "\n")
     except OSError as error:
         print(f"spark-serve-watchdog: could not record the event above ({error}); acting anyway", flush=True)
+    export_metrics(config)  # at once: a trip's restart may take minutes before the look ends
+
+
+# Every event a look can record: each is exported from the first look on (0 until it happens), so that an alert on
+# its increase fires at its first occurrence.
+EVENTS = (
+    "look failed",
+    "service unhealthy",
+    "stop failed",
+    "auto-restart waits",
+    "auto-restart ready",
+    "auto-restart failed",
+)
+
+
+def event_counts(config):
+    """{event: how many times the node's record folder holds it} for EVENTS (the record is the counter's source:
+    it survives deploys and reboots, so the exported counter never goes back)."""
+    counts = dict.fromkeys(EVENTS, 0)
+    try:
+        with open(os.path.join(config["record_dir"], "watchdog-events.jsonl"), encoding="utf-8") as log:
+            for line in log:
+                try:
+                    event = json.loads(line).get("event")
+                except (ValueError, AttributeError):
+                    continue
+                if event in counts:
+                    counts[event] += 1
+    except OSError:
+        pass
+    return counts
+
+
+def metrics_text(config, state, counts, now):
+    """The watchdog's verdicts in Prometheus' text format, for the node exporter's textfile collector."""
+    gauges = {
+        "armed": ("whether the watchdog judges the service (0 while a deploy starts it)", config.get("armed")),
+        "tripped": ("whether it stopped the head for a fault not yet recovered", state.get("tripped")),
+        "restart_waiting": ("whether a due automatic restart waits for a worker", state.get("restart_due")),
+        "failed_looks": ("consecutive failed looks at the running head", state.get("failed_looks", 0)),
+        "last_look_timestamp_seconds": ("when the watchdog last looked", now),
+    }
+    lines = []
+    for name, (meaning, value) in gauges.items():
+        lines += [f"# HELP spark_serve_watchdog_{name} {meaning}", f"# TYPE spark_serve_watchdog_{name} gauge"]
+        lines.append(f"spark_serve_watchdog_{name} {float(value or 0)}")
+    lines += [
+        "# HELP spark_serve_watchdog_events_total events the watchdog recorded, by event",
+        "# TYPE spark_serve_watchdog_events_total counter",
+    ]
+    lines += [f'spark_serve_watchdog_events_total{{event="{event}"}} {n}' for event, n in counts.items()]
+    return "\n".join(lines) + "\n"
+
+
+def export_metrics(config):
+    """Written whole after every look (temp file, then rename: the collector never reads half a file); a file that
+    cannot be written is said on stdout, never fatal."""
+    path = config.get("metrics_file")
+    if not path:
+        return
+    text = metrics_text(config, load_state(config["state_file"]), event_counts(config), time.time())
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(path + ".tmp", path)
+    except OSError as error:
+        print(f"spark-serve-watchdog: could not export the metrics to {path} ({error})", flush=True)
 
 
 def tell_router(config, action):
@@ -656,7 +725,10 @@ def main(argv):
         config = dict(json.load(source), path=argv[1])
     if argv[2:] == ["--peers"]:
         return check_peers(config)
-    return 1 if look(config) else 0
+    try:
+        return 1 if look(config) else 0
+    finally:
+        export_metrics(config)
 
 
 if __name__ == "__main__":
