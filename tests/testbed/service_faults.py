@@ -12,6 +12,7 @@ import re
 import socket
 import ssl
 import subprocess
+import tarfile
 import threading
 import time
 import urllib.error
@@ -80,6 +81,14 @@ def door_from_node(index, key):
         _, out = node_exec(index, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://{host}:{port}/v1/models")
         statuses[("plain http", port)] = out.strip()
     return statuses
+
+
+def door_metrics_from_the_services_host():
+    """HTTP status of the door's /metrics for a LAN host that is neither the controller nor a monitoring host."""
+    services = f"spark-serve-tb{INSTANCE}-services"
+    run(["docker", "exec", "-i", services, "sh", "-c", "cat > /tmp/door-ca.pem"], input=DOOR_CA.read_text())
+    curl = "curl -s -o /dev/null -w '%{http_code}' -m 30 --cacert /tmp/door-ca.pem"
+    return run(["docker", "exec", services, "sh", "-c", f"{curl} {HEAD}/metrics"])[1].strip()
 
 
 # The head on the LAN (where the controller and other hosts reach it) and on the fast link (where the ranks do).
@@ -994,3 +1003,15 @@ def alerts_since(began):
         for alert in prometheus("/api/v1/alerts")["alerts"]
         if calendar.timegm(time.strptime(alert["activeAt"][:19], "%Y-%m-%dT%H:%M:%S")) >= int(began)
     ]
+
+
+def bundle(*extra):
+    """playbooks/bundle.yml on the pair: (rc, output, {member: bytes} of the bundle it wrote, names without the
+    bundle's top folder)."""
+    rc, out = playbook("playbooks/bundle.yml", PAIR, *extra)
+    written = re.search(r"(/\S+/bundles/bundle-\S+\.tar\.gz): \d+ files", out)
+    if rc != 0 or not written:
+        return rc, out, {}
+    with tarfile.open(written[1], "r:gz") as tar:
+        found = {info.name.split("/", 1)[1]: tar.extractfile(info).read() for info in tar.getmembers()}
+    return rc, out, found

@@ -494,7 +494,8 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks_is_rotat
 
 def the_front_door_is_closed_to_another_node(key):
     """From node-1, as any host on the LAN: every /v1 path needs the key, nothing else but /health is forwarded,
-    /metrics answers only the controller, plain HTTP reaches nothing."""
+    plain HTTP reaches nothing; /metrics answers the controller and node-1 as the inventory's monitoring host
+    (front_door_metrics_allow's default), and no other host on the LAN (the test bed's services host)."""
     statuses = sf.door_from_node(1, key)
     table = "; ".join(f"{path} {label}: {code}" for (path, label), code in statuses.items())
     print(f"\n[front door from node-1] {table}")
@@ -503,13 +504,26 @@ def the_front_door_is_closed_to_another_node(key):
             assert code == ("200" if label == "key" else "401"), (path, label, code)
         elif path in ("/invocations", "/tokenize"):
             assert code == "404", (path, label, code)  # never forwarded, whatever the key
-        elif path == "/metrics":
-            assert code == "403", (path, label, code)
-        elif path == "/health":
+        elif path in ("/metrics", "/health"):  # /metrics: node-1 is the monitoring host
             assert code == "200", (path, label, code)
     assert statuses[("plain http", 8443)] == "301", "plain HTTP to the door must be redirected to https"
     assert statuses[("plain http", 8000)] == "000", "vLLM's own port must not answer another host"
     assert sf.metrics_value("vllm:num_requests_running") is not None, "/metrics must answer the controller"
+    assert sf.door_metrics_from_the_services_host() == "403", "/metrics must refuse a host that is not named"
+
+
+def a_bundle_of_the_serving_pair_holds_no_key(key, with_key):
+    """playbooks/bundle.yml at -vvv with the key on (the head's `docker inspect` carries it in the engine's env):
+    every rank's log and stacks, and the key, its digest and its env line nowhere in the output or the bundle."""
+    started = time.monotonic()
+    rc, out, found = sf.bundle("-vvv", *with_key)
+    print(f"[playbooks/bundle.yml at -vvv with the key on] {time.monotonic() - started:.0f} s, {len(found)} files")
+    assert rc == 0, out[-4000:]
+    assert {f"nodes/node-{i}/{name}" for i in range(2) for name in ("rank.log", "rank.stacks.txt")} <= set(found)
+    assert b"<redacted>" in found["nodes/node-0/rank.inspect.json"], "the head's env had the key to hide"
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    assert key not in out and digest not in out
+    assert [name for name, data in found.items() if key.encode() in data or digest.encode() in data] == []
 
 
 def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
@@ -538,6 +552,7 @@ def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
             print(f"[{play} at -vvv with the key on] rc {rc}, {time.monotonic() - started:.0f} s, {len(shown)} chars")
             assert rc == 0, shown[-4000:]
             assert new not in shown and digest not in shown, f"{play} printed the key or its digest at -vvv"
+        a_bundle_of_the_serving_pair_holds_no_key(new, with_key)
 
         started = time.monotonic()
         rc, out = sf.deploy()
@@ -582,6 +597,23 @@ def test_worker_that_cannot_start_is_found_in_seconds(deployed, tmp_path):
     result = sf.worker_cannot_start(tmp_path)
     out = assert_found_and_stopped(result, "worker cannot start", sf.GLOO_TIMEOUT_S / 30, "rank 1 (node-1)")
     assert "overlay breaks the import" in out, "the reason must come from the worker's own log"
+    a_bundle_of_the_failed_start_holds_every_ranks_log_and_the_stacks_at_the_failure()
+
+
+def a_bundle_of_the_failed_start_holds_every_ranks_log_and_the_stacks_at_the_failure():
+    """playbooks/bundle.yml with nothing running (the failed start removed every rank's container): the staged
+    start's newest failure folder with every rank's log (the worker's with its traceback) and the stacks of the rank
+    that still ran, each node's kernel lines, and the manifest saying why no rank has a log or stacks of its own."""
+    started = time.monotonic()
+    rc, out, found = sf.bundle()
+    print(f"[playbooks/bundle.yml after the failed start] {time.monotonic() - started:.0f} s, {len(found)} files")
+    assert rc == 0, out[-4000:]
+    failure = max(name.split("/")[2] for name in found if name.startswith("controller/failed-starts/"))
+    logs = {name.rsplit("/", 1)[1]: data for name, data in found.items() if f"/failed-starts/{failure}/" in name}
+    assert {"rank0-node-0.log", "rank1-node-1.log"} <= set(logs), sorted(logs)
+    assert b"overlay breaks the import" in logs["rank1-node-1.log"] and b"=== pid" in logs["rank0-node-0.stacks.txt"]
+    assert {f"nodes/node-{i}/kernel.txt" for i in range(2)} <= set(found), sorted(found)
+    assert "node-1: rank.stacks.txt: the container does not run" in found["MANIFEST.txt"].decode()
 
 
 def test_a_node_short_of_memory_is_refused_naming_both_numbers_before_any_rank_starts(deployed):
