@@ -30,8 +30,8 @@ after the next start, and disarms it while a start runs; a look re-reads its con
 down when a deploy disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. In a
 fleet (`router` set: docs/fleet.md) it takes the replica out of the router's rotation before it stops the head, so
 that new requests go to the other replicas at once, and puts it back after a good automatic restart. After every
-look it writes its verdicts and the count of each recorded event to `metrics_file` for the node exporter's textfile
-collector (roles/monitoring alerts on them). Standard library only.
+look and every recorded event it writes its verdicts and the count of each recorded event to `metrics_file` for the
+node exporter's textfile collector (roles/monitoring alerts on them). Standard library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json --peers   # the deploy's try of the restart path
@@ -296,8 +296,8 @@ def metrics_text(config, state, counts, now):
 
 
 def export_metrics(config):
-    """Written whole after every look (temp file, then rename: the collector never reads half a file); a file that
-    cannot be written is said on stdout, never fatal."""
+    """Written whole after every look and every recorded event (temp file, then rename: the collector never reads
+    half a file); a file that cannot be written is said on stdout, never fatal."""
     path = config.get("metrics_file")
     if not path:
         return
