@@ -1,11 +1,15 @@
 """`make tiers`: the test tiers, each timed with its ten slowest tests, while the test bed is built in the background
 during the tiers that never touch it (unit, playbook, engine): its node images, its engine image in its registries,
-two isolated test beds (instances 0 and 1) started. The test-bed tier then runs as two shards at once, one per test
-bed: the service modules (the pair's liveness, lock, key and fault tests, the single node, then the fleet) on
-instance 0; the prepare stage's module, every other test-bed module and then the Molecule scenarios on instance 1,
-so one shard's waits (watchdog windows, detection bounds, engine loads) overlap the other's work. When the build
-failed, it says so here and the test-bed fixtures build again and fail loudly. Every tier's or step's JUnit report
-(each test's duration) is kept in .testbed/logs/tier-<name>.xml, a step's output in .testbed/logs/tier-<name>.log.
+two isolated test beds (instances 0 and 1) started. The test-bed tier runs as two shards, one per test bed: the
+service modules (the pair's liveness, lock, key and fault tests, the single node, then the fleet) on instance 0; the
+prepare stage's module, every other test-bed module and then the Molecule scenarios on instance 1, so one shard's
+waits (watchdog windows, detection bounds, engine loads) overlap the other's work. The second shard, the longer, whose
+first minutes are the prepare stage with no time bound to keep, starts as soon as its test bed is up, beside the
+playbook and engine tiers (with test-bed images present the beds are up within a minute, and those tiers leave most
+of a core idle); the service shard, whose watchdog tests time their detections, starts once those tiers have ended.
+When the build failed, it says so here and the test-bed fixtures build again and fail loudly. Every tier's or step's
+JUnit report (each test's duration) is kept in .testbed/logs/tier-<name>.xml, a step's output in
+.testbed/logs/tier-<name>.log.
 
     python tests/tiers.py            # from the project root, with .venv's python (the Makefile's way)
     python tests/tiers.py testbed    # the named tiers only (unit, playbook, engine, testbed)
@@ -64,6 +68,8 @@ BUILD = " && ".join(
 )
 BUILD_TIMEOUT_S = 3600
 SHARD_TIMEOUT_S = 4800
+# The shard that starts beside the playbook and engine tiers (its first step has no time bound to keep).
+EARLY_SHARD = "rest"
 
 
 def minutes(seconds):
@@ -117,30 +123,42 @@ def run_shard(instance, steps, log_dir, deadline, results):
                 results[step] = ("timed out", time.monotonic(), idle_percent(cpu))
 
 
-def run_testbed_shards(log_dir):
-    """Every shard at once, each on its own test bed; each step's output follows once all have ended."""
-    started, results, cpu = time.monotonic(), {}, cpu_times()
-    threads = [
-        threading.Thread(target=run_shard, args=(instance, steps, log_dir, started + SHARD_TIMEOUT_S, results))
-        for _, instance, steps in SHARDS
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
+def run_testbed_shards(log_dir, build, build_log, started, tiers, results):
+    """The other tiers at once, one after another (`results[name]`), the early shard as soon as its test bed is up
+    (on a new machine the build outlasts those tiers), the late shard once they have ended, each shard on its own
+    test bed; each step's output follows once all have ended."""
+    others = threading.Thread(target=lambda: results.update({n: run_tier(n, m, log_dir) for n, m in tiers}))
+    others.start()
+    wait_for_the_build(build, build_log, started)
+    began, steps_done, cpu = time.monotonic(), {}, cpu_times()
+    threads = {
+        name: threading.Thread(target=run_shard, args=(instance, steps, log_dir, began + SHARD_TIMEOUT_S, steps_done))
+        for name, instance, steps in SHARDS
+    }
+    threads[EARLY_SHARD].start()
+    others.join()
+    for name, thread in threads.items():
+        if name != EARLY_SHARD:
+            thread.start()
+    for thread in threads.values():
         thread.join()
+    return report_shards(log_dir, began, steps_done, cpu)
+
+
+def report_shards(log_dir, began, steps_done, cpu):
     codes = []
     for name, instance, steps in SHARDS:
         for step, _, _ in steps:
-            rc, ended, idle = results.get(step, ("not run", started, 0.0))
+            rc, ended, idle = steps_done.get(step, ("not run", began, 0.0))
             codes.append(rc)
             print(f"\n===== {step} (shard {name}, test bed {instance}) =====", flush=True)
             print((log_dir / f"tier-{step}.log").read_text(), flush=True)
             print(
-                f"CI: {step} ended {minutes(ended - started)} into the tier (exit {rc}); the machine's CPU was "
+                f"CI: {step} ended {minutes(ended - began)} into the tier (exit {rc}); the machine's CPU was "
                 f"{idle:.0f} % idle while it ran",
                 flush=True,
             )
-    took = time.monotonic() - started
+    took = time.monotonic() - began
     rc = next((rc for rc in codes if rc != 0), 0)
     print(f"CI: tier testbed took {minutes(took)} (exit {rc}); CPU {idle_percent(cpu):.0f} % idle", flush=True)
     return rc, took
@@ -157,19 +175,18 @@ def main(chosen):
     log_dir.mkdir(parents=True, exist_ok=True)
     build_log = log_dir / "tiers-build.log"
     started = time.monotonic()
-    results = []
-    if any(name == "testbed" for name, _ in tiers):
+    results = {}
+    others = [(name, marker) for name, marker in tiers if name != "testbed"]
+    if len(others) == len(tiers):
+        for name, marker in others:
+            results[name] = run_tier(name, marker, log_dir)
+    else:
         with build_log.open("w") as log:
             build = subprocess.Popen(BUILD, shell=True, cwd=ROOT, env=command_env(), stdout=log, stderr=log)
-    for name, marker in tiers:
-        if name == "testbed":
-            wait_for_the_build(build, build_log, started)
-            results.append(run_testbed_shards(log_dir))
-        else:
-            results.append(run_tier(name, marker, log_dir))
-    took = ", ".join(f"{name} {minutes(took)}" for (name, _), (_, took) in zip(tiers, results, strict=True))
+        results["testbed"] = run_testbed_shards(log_dir, build, build_log, started, others, results)
+    took = ", ".join(f"{name} {minutes(results[name][1])}" for name, _ in tiers)
     print(f"CI: tiers {took}")
-    return next((rc for rc, _ in results if rc != 0), 0)
+    return next((results[name][0] for name, _ in tiers if results[name][0] != 0), 0)
 
 
 def wait_for_the_build(build, build_log, started):

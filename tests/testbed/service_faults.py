@@ -976,6 +976,13 @@ def notifications():
     ]
 
 
+def told_by_the_watchdog():
+    """Every event line the head's watchdog gave its notification command (inventories/testbed-pair appends each to a
+    file on node-0)."""
+    _, out = node_exec(0, "cat /var/lib/spark-serve/notified.jsonl 2>/dev/null; true")
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
 def notified(alertname, since, timeout_s):
     """The first firing notification of `alertname` the sink received after the wall-clock time `since`, waiting
     until `since + timeout_s`; None when none came."""

@@ -170,6 +170,9 @@ def test_every_recording_rule_dashboard_panel_and_watchdog_metric_has_series_on_
     assert not sf.query("vllm:spec_decode_num_draft_tokens_total"), "a drafting engine: its acceptance must record"
     armed = sf.query('spark_serve_watchdog_armed{job="node"}')
     assert [(s["metric"]["node"], s["value"][1]) for s in armed] == [("node-0", "1")], armed
+    ranks = sf.query('spark_serve_rank_container_running{job="node"}')
+    running = sorted((s["metric"]["rank"], s["metric"]["host"], s["value"][1]) for s in ranks)
+    assert running == [("0", "node-0", "1"), ("1", "node-1", "1")], ranks
     ends = sf.query("spark_serve_door_certificate_expiry_timestamp_seconds - time()")
     assert ends and float(ends[0]["value"][1]) > 30 * 86400, ends
 
@@ -187,7 +190,8 @@ def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(servin
     """Alone proves the watchdog's two rules on a frozen engine core whose /health stays 200: idle, its probe request
     fails; under load, requests run or wait while no token counter moves. Each trip restarts the pair (one start
     each); the busy pair above is their negative control. The first trip reaches the monitoring hook as a firing
-    SparkServeWatchdogTripped alert within 60 s of the freeze."""
+    SparkServeWatchdogTripped alert within 60 s of the freeze, and status.yml shows it firing; the inventory's
+    notification command on the head gets the trip and the restart."""
     result = sf.engine_core_frozen_under_the_watchdog(clients=clients)
     trip = next((e for e in result["events"] if e["event"] == "service unhealthy"), None)
     restarted = next((e for e in result["events"] if e["event"].startswith("auto-restart")), None)
@@ -200,11 +204,15 @@ def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(servin
     busy = "request(s) running or waiting and no token progress"
     assert any((busy if clients else "generation failed") in p for p in trip["problems"]), trip
     assert restarted["event"] == "auto-restart ready", restarted
+    told = sf.told_by_the_watchdog()
+    assert trip in told and restarted in told, f"the notification command got {told}"
     if not clients:
         tripped = sf.notified("SparkServeWatchdogTripped", since=result["frozen_at"], timeout_s=60)
         notified_s = tripped and round(tripped[0] - result["frozen_at"], 1)
         print(f"[engine core frozen] the alert reached the hook {notified_s} s after the freeze: {tripped}")
         assert tripped and tripped[3]["service"] == "testbed" and tripped[3]["node"] == "node-0", tripped
+        rc, out = playbook("playbooks/status.yml")
+        assert "FIRING SparkServeWatchdogTripped (critical)" in out, out[-3000:]
 
 
 def test_a_second_deploy_is_refused_within_5_s_naming_the_first(serving):

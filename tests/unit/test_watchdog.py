@@ -207,6 +207,28 @@ def test_every_look_exports_its_verdicts_and_event_counts_for_the_node_exporter(
     assert not list(metrics.parent.glob("*.tmp")), "written whole, then renamed"
 
 
+def test_each_rank_containers_state_is_exported_with_the_workers_read_over_the_restart_path(tmp_path, node, endpoint):
+    answers, calls = node
+    metrics, key = tmp_path / "textfile" / "spark_serve_watchdog.prom", tmp_path / "id_ed25519"
+    key.write_text("a key")
+    cfg = config(tmp_path, endpoint["port"], metrics_file=str(metrics), key_file=str(key), host="node-0")
+    cfg["known_hosts"] = str(tmp_path / "known_hosts")
+    answers["peer"]["state"] = (0, "exited")
+    path = tmp_path / "watchdog.json"
+    path.write_text(json.dumps(cfg))
+    watchdog.main(["watchdog", str(path)])
+    running = {
+        line.split("{")[1].split("}")[0]: line.split()[-1]
+        for line in metrics.read_text().splitlines()
+        if line.startswith("spark_serve_rank_container_running")
+    }
+    assert running == {'rank="0",host="node-0"': "1.0", 'rank="1",host="node-1"': "0.0"}
+    answers["peer"]["state"] = (255, "ssh: connect to host 10.0.0.2 port 22: No route to host")
+    watchdog.main(["watchdog", str(path)])
+    assert 'host="node-1"' not in metrics.read_text(), "a worker that does not answer is unknown, not gone"
+    assert [c[-1] for c in calls if c[0] == "ssh"] == ["state", "state"]
+
+
 def test_a_trip_is_exported_before_its_automatic_restart_ends(tmp_path, node, endpoint):
     answers, _ = node
     metrics = tmp_path / "textfile" / "spark_serve_watchdog.prom"
@@ -217,6 +239,29 @@ def test_a_trip_is_exported_before_its_automatic_restart_ends(tmp_path, node, en
     assert during[("spark_serve_watchdog_events_total", "service unhealthy")] == 1, "seen while the head starts"
     assert during[("spark_serve_watchdog_events_total", "auto-restart ready")] == 0
     assert exported(metrics)[("spark_serve_watchdog_events_total", "auto-restart ready")] == 1
+
+
+def test_each_recorded_event_reaches_the_notification_command_without_the_key(tmp_path, node, endpoint):
+    secrets, received = tmp_path / "secrets.env", tmp_path / "received.jsonl"
+    secrets.write_text("VLLM_API_KEY=sk-sentinel-notify\n")
+    receiver = [sys.executable, "-c", f"import sys; open({str(received)!r}, 'a').write(sys.stdin.read())"]
+    endpoint["status"] = 500
+    cfg = restart_config(tmp_path, endpoint["port"], secrets_file=str(secrets), notify_command=receiver)
+    node[0]["on_up"] = lambda: endpoint.update(status=200)
+    watchdog.look(cfg)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(received.read_text().splitlines() if received.exists() else []) < 2:
+        time.sleep(0.1)
+    lines = received.read_text().splitlines()
+    assert sorted(json.loads(line)["event"] for line in lines) == ["auto-restart ready", "service unhealthy"]
+    assert "sk-sentinel-notify" not in received.read_text()
+
+
+def test_a_notification_command_that_fails_never_keeps_the_watchdog_from_acting(tmp_path, node, endpoint, capsys):
+    _, calls = node
+    endpoint["status"] = 500
+    assert watchdog.look(config(tmp_path, endpoint["port"], notify_command=["/nonexistent/pager"])) != []
+    assert ["docker", "stop", "--time", "10", "spark-serve-rank0"] in calls
 
 
 def stops(calls):

@@ -30,8 +30,10 @@ after the next start, and disarms it while a start runs; a look re-reads its con
 down when a deploy disarmed it meanwhile, and a trip recorded against an earlier head container is forgotten. In a
 fleet (`router` set: docs/fleet.md) it takes the replica out of the router's rotation before it stops the head, so
 that new requests go to the other replicas at once, and puts it back after a good automatic restart. After every
-look and every recorded event it writes its verdicts and the count of each recorded event to `metrics_file` for the
-node exporter's textfile collector (roles/monitoring alerts on them). Standard library only.
+look and every recorded event it writes its verdicts, each rank container's state (the workers' read over the
+restart path) and the count of each recorded event to `metrics_file` for the node exporter's textfile collector
+(roles/monitoring alerts on them), and gives each recorded event to the inventory's `notify_command` on its stdin.
+Standard library only.
 
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json
     spark-serve-watchdog.py /etc/spark-serve/watchdog.json --peers   # the deploy's try of the restart path
@@ -242,6 +244,23 @@ def record(config, event):
     except OSError as error:
         print(f"spark-serve-watchdog: could not record the event above ({error}); acting anyway", flush=True)
     export_metrics(config)  # at once: a trip's restart may take minutes before the look ends
+    notify(config, line)
+
+
+def notify(config, line):
+    """The inventory's notification command, given the event line on its stdin: started detached under `timeout`,
+    so a slow or hung receiver never delays the stop or the restart it reports. The line holds no key and no prompt
+    (the watchdog's own probe is its only generation); a command that cannot start is said on stdout."""
+    command = config.get("notify_command") or []
+    if not command:
+        return
+    argv = ["timeout", str(int(config.get("notify_timeout_s", 30))), *command]
+    try:
+        receiver = subprocess.Popen(argv, stdin=subprocess.PIPE, text=True, start_new_session=True)
+        receiver.stdin.write(line + "\n")
+        receiver.stdin.close()
+    except OSError as error:
+        print(f"spark-serve-watchdog: the notification command {command[0]} did not run ({error})", flush=True)
 
 
 # Every event a look can record: each is exported from the first look on (0 until it happens), so that an alert on
@@ -292,6 +311,14 @@ def metrics_text(config, state, counts, now):
         "# TYPE spark_serve_watchdog_events_total counter",
     ]
     lines += [f'spark_serve_watchdog_events_total{{event="{event}"}} {n}' for event, n in counts.items()]
+    lines += [
+        "# HELP spark_serve_rank_container_running whether each rank's container runs, as the last look found it",
+        "# TYPE spark_serve_rank_container_running gauge",
+    ]
+    lines += [
+        f'spark_serve_rank_container_running{{rank="{r["rank"]}",host="{r["host"]}"}} {float(r["running"])}'
+        for r in state.get("ranks", [])
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -654,6 +681,8 @@ def look(config):
         restart_when_back(config, state)
         return []
     verdict, problems, head = judge(config, state, time.time())
+    if head[0] not in (None, "no daemon"):  # not while a deploy holds the lock, nor while Docker does not answer
+        state["ranks"] = rank_states(config, head[0])
     if verdict != "failed":
         state["failed_looks"] = 0 if verdict == "ok" else state.get("failed_looks", 0)
         save_state(config["state_file"], state)
@@ -684,6 +713,20 @@ def look(config):
     finally:
         release_lock(config, token)
     return problems if acted else []
+
+
+def rank_states(config, head_status_now):
+    """[{rank, host, running}] for the metrics: the head's container as the look found it, and each worker's as its
+    rank control reports it over the restart path's SSH (only where auto_restart installed the key). A worker that
+    does not answer is left out: unknown is not gone, and the link's own rule judges an unreachable worker."""
+    ranks = [{"rank": 0, "host": config.get("host", "head"), "running": head_status_now == "running"}]
+    if not os.path.exists(config.get("key_file") or ""):
+        return ranks
+    for rank, peer in enumerate(config["peers"], start=1):
+        rc, out = peer_command(config, peer, "state", timeout=10)
+        if rc == 0:
+            ranks.append({"rank": rank, "host": peer["host"], "running": out.strip() == "running"})
+    return ranks
 
 
 def act(config, state, problems, head):
