@@ -51,8 +51,13 @@ def render(tmp_path, **variables):
             "monitoring_node_targets": NODES,
             "monitoring_webhooks": ["https://hooks.example/spark", "http://127.0.0.1:9199/x"],
         },
+        {
+            "monitoring_engine_targets": [HEAD],
+            "monitoring_node_targets": NODES,
+            "monitoring_router_targets": [{"service": "router", "target": "10.0.0.5:8443"}],
+        },
     ],
-    ids=["no-targets", "pair", "pair-with-webhooks"],
+    ids=["no-targets", "pair", "pair-with-webhooks", "fleet-replica-with-its-router"],
 )
 def test_the_rendered_configuration_passes_promtool_and_names_every_target(tmp_path, variables):
     files = render(tmp_path, **variables)
@@ -60,9 +65,10 @@ def test_the_rendered_configuration_passes_promtool_and_names_every_target(tmp_p
     assert checked.returncode == 0, checked.stdout + checked.stderr
     jobs = {job["job_name"]: job for job in files["prometheus.yml"]["scrape_configs"]}
     scraped = {target for job in jobs.values() for group in job["static_configs"] for target in group["targets"]}
-    wanted = variables.get("monitoring_engine_targets", []) + variables.get("monitoring_node_targets", [])
-    assert scraped == {target["target"] for target in wanted}
-    assert jobs["spark-serve-engine"]["scheme"] == "https" and "ca_file" in jobs["spark-serve-engine"]["tls_config"]
+    kinds = ("monitoring_engine_targets", "monitoring_node_targets", "monitoring_router_targets")
+    assert scraped == {target["target"] for kind in kinds for target in variables.get(kind, [])}
+    for job in ("spark-serve-engine", "spark-serve-router")[: 1 + ("monitoring_router_targets" in variables)]:
+        assert jobs[job]["scheme"] == "https" and "ca_file" in jobs[job]["tls_config"], job
     receivers = files["alertmanager.yml"]["receivers"]
     hooks = [hook["url"] for receiver in receivers for hook in receiver.get("webhook_configs", [])]
     assert hooks == variables.get("monitoring_webhooks", [])
