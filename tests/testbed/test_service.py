@@ -212,7 +212,7 @@ def test_a_frozen_engine_core_is_found_within_15_s_and_the_pair_restarted(servin
         print(f"[engine core frozen] the alert reached the hook {notified_s} s after the freeze: {tripped}")
         assert tripped and tripped[3]["service"] == "testbed" and tripped[3]["node"] == "node-0", tripped
         rc, out = playbook("playbooks/status.yml")
-        assert "FIRING SparkServeWatchdogTripped (critical)" in out, out[-3000:]
+        assert rc == 0 and "FIRING SparkServeWatchdogTripped (critical)" in out, out[-3000:]
 
 
 def test_a_second_deploy_is_refused_within_5_s_naming_the_first(serving):
