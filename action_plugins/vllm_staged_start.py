@@ -1,12 +1,12 @@
-"""Action plugin: staged start of a multi-node vLLM service, watching every rank at once.
+"""Action plugin: staged start of a multi-node vLLM service, watching every rank.
 
 Runs on the controller and reaches each node through Ansible's own connection plugin for that host, with the host's
 inventory settings (ansible_host, user, port, key, ssh args) and the task's become, as a task on the node would;
 the ssh plugin's ControlPersist keeps each look at a rank to one multiplexed round trip. Order: clean stale
-containers on every node at once, start the workers together, then the head; then watch container state,
-log lines and the head's /health together, printing progress, and fail within seconds of any rank dying
-instead of waiting out the engine's own collective timeout. On failure every rank is stopped (SIGTERM first,
-then the container), the last log lines of each rank are saved on the controller, and the model cache and
+containers on every node at once, start the workers together, then the head; then at every look read each rank's
+container state and log lines (and the head's /health) in turn, printing progress, and fail within seconds of any
+rank dying instead of waiting out the engine's own collective timeout. On failure every rank is stopped (SIGTERM
+first, then the container), the last log lines of each rank are saved on the controller, and the model cache and
 images stay untouched.
 Documentation: library/vllm_staged_start.py.
 """

@@ -10,9 +10,9 @@ description:
     host's inventory settings and the task's C(become), as a task on the node would.
   - Removes this service's stale containers on every node and any other container that
     holds the head's API or rendezvous port (named in the output); refuses a port a process outside any container
-    holds. Then starts the headless workers, then the head, and watches every rank at once (container state,
-    failure lines in the log such as C(WorkerProc failed to start), C(DistStoreError), tracebacks, and the head's
-    /health), printing elapsed time and stage reached.
+    holds. Then starts the headless workers together, then the head, and at every look reads every rank, one after
+    another (container state, failure lines in the log such as C(WorkerProc failed to start), C(DistStoreError),
+    tracebacks, and the head's /health), printing elapsed time and stage reached.
   - On the first dead rank it prints the verdict at once (a C(DETECTED) line naming the rank and why), then on every
     rank at the same time saves its stacks and last log lines on the controller and stops it (SIGTERM, 5 s, then
     the container), and fails naming the rank and the reason; model cache and images are untouched.

@@ -9,6 +9,7 @@ committed README drifts from its specs.
 """
 
 import argparse
+import html
 import re
 import sys
 from pathlib import Path
@@ -40,9 +41,39 @@ def _escape_html(line):
     return "`".join(part if index % 2 else part.replace("<", "&lt;") for index, part in enumerate(parts))
 
 
+# Every line break str.splitlines knows (\r, \u2028, ... too), with the blanks around it: a cell is one line.
+LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029])[ \t]*")
+# A CommonMark code span: a run of backticks, up to the next run of the same length.
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+
+
+def code(value):
+    """`value` as a code span, whatever backticks it holds (a longer fence, padded when it starts or ends with one)."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def _code_element(match):
+    """A code span holding a pipe as a <code> element with the pipe as &#124;: inside a code span only GitHub's
+    table extension takes `\\|` for a pipe (others show the backslash or end the cell), and no renderer decodes an
+    entity there."""
+    inner = match.group(2)
+    if "|" not in inner:
+        return match.group(0)
+    if inner.startswith(" ") and inner.endswith(" ") and inner.strip():
+        inner = inner[1:-1]
+    return "<code>" + html.escape(inner, quote=False).replace("|", "&#124;") + "</code>"
+
+
 def cell(value):
-    """A Markdown table cell: one line, pipes escaped (a Jinja filter in a default would end the cell)."""
-    return " ".join(value.split("\n")).replace("|", "\\|")
+    """A Markdown table cell: one line, no pipe in it (a Jinja filter in a default would end the cell): pipes in code
+    spans as <code>...&#124;...</code>, elsewhere as &#124;."""
+    value, parts, last = LINE_BREAK.sub(" ", value), [], 0
+    for match in CODE_SPAN.finditer(value):
+        parts += [value[last : match.start()].replace("|", "&#124;"), _code_element(match)]
+        last = match.end()
+    return "".join([*parts, value[last:].replace("|", "&#124;")])
 
 
 def type_of(option):
@@ -56,7 +87,7 @@ def default_of(option):
     value = option["default"]
     shown = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
     shown = shown.removesuffix("\n...").strip()
-    return f"`{shown}`" if shown != "" else '`""`'
+    return code(shown) if shown != "" else '`""`'
 
 
 def option_rows(options, prefix=""):
@@ -66,8 +97,9 @@ def option_rows(options, prefix=""):
         if option.get("choices"):
             described += " Choices: " + ", ".join(f"`{choice}`" for choice in option["choices"]) + "."
         required = "yes" if option.get("required") else ""
-        default = cell(default_of(option))
-        rows.append(f"| `{prefix}{name}` | {type_of(option)} | {required} | {default} | {cell(described)} |")
+        default = default_of(option)
+        row = [code(f"{prefix}{name}"), type_of(option), required, default, described]
+        rows.append("| " + " | ".join(cell(value) for value in row) + " |")
         if option.get("options"):
             rows += option_rows(option["options"], f"{prefix}{name}.")
     return rows

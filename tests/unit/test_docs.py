@@ -5,6 +5,8 @@ import ast
 import re
 from pathlib import Path
 
+import yaml
+
 from tests.hostile_cases import CASES
 from tests.profiles import profiles
 
@@ -39,6 +41,22 @@ def test_the_readme_names_every_playbook_and_role():
             assert f"playbooks/{book.name}" in README, book.name
     for role in (ROOT / "roles").iterdir():
         assert f"roles/{role.name}" in README, role.name
+
+
+def test_the_molecule_scenarios_are_counted_and_the_roles_without_one_named():
+    """The README and docs/tests.md say which node-preparing roles (playbooks/prepare.yml) have a Molecule scenario
+    (molecule/<role>) and name the ones without."""
+    plays = yaml.safe_load((ROOT / "playbooks" / "prepare.yml").read_text())
+    preparing = {entry["role"] for play in plays for entry in play.get("roles", [])}
+    scenarios = {path.parent.name for path in (ROOT / "molecule").glob("*/molecule.yml")}
+    assert scenarios <= preparing
+    words = dict(enumerate(["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]))
+    (row,) = [line for line in README.splitlines() if line.startswith("| `molecule/`")]
+    assert f"of {words[len(scenarios)]} of the {words[len(preparing)]} node-preparing roles" in row, row
+    tests_page = " ".join((DOCS / "tests.md").read_text().split())
+    assert f"the {len(scenarios)} Molecule scenarios, one per node-preparing role but" in tests_page
+    for role in preparing - scenarios:
+        assert f"`{role}`" in row and f"but `{role}`" in tests_page, role
 
 
 def test_the_architecture_page_lists_exactly_the_modules_and_module_utils():
