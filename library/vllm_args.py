@@ -204,7 +204,8 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.engine_rules import plan, violation
+from ansible.module_utils.engine_refusals import violation
+from ansible.module_utils.engine_rules import plan
 from ansible.module_utils.hybrid_block import PLATFORMS
 from ansible.module_utils.vllm_catalogs import DEFAULT_ENGINE_VERSION
 

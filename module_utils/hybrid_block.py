@@ -138,7 +138,7 @@ def _dtype_name(value, what):
 
 def text_config(model_config):
     """hf_text_config: the nested text_config for multimodal wrappers (qwen3_5, qwen4_exp), else the root; the one
-    reading of it (engine_rules checks heads and lengths through it too).
+    reading of it (engine_parallel_rules and engine_value_rules check heads and lengths through it too).
 
     Keys missing from text_config fall back to the root (Qwen4ExpConfig also accepts a flat layout:
     models/qwen4_exp/config.py:Qwen4ExpConfig.__init__ builds text_config from top-level kwargs).

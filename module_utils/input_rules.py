@@ -1,7 +1,7 @@
 """Shape and safety rules for hostile or careless input: secrets, names, ports, bounds, addresses, model configs.
 
-Pure Python (stdlib only). Each check returns (rule, message) problems; engine_rules turns them into
-violations that name the field and the value (redacted where the value may be a secret).
+Pure Python (stdlib only). Each check returns (rule, message) problems; the engine rule sets (engine_*) turn them
+into violations that name the field and the value (redacted where the value may be a secret).
 """
 
 import ipaddress

@@ -75,10 +75,11 @@ def test_the_profiles_page_lists_exactly_the_shipped_profiles():
 
 
 def rule_names_in_code():
-    """Every rule name engine_rules passes to a refusal as a literal."""
-    tree = ast.parse((ROOT / "module_utils" / "engine_rules.py").read_text())
+    """Every rule name the engine's rule sets (module_utils/engine_*.py) pass to a refusal as a literal."""
+    trees = [ast.parse(path.read_text()) for path in (ROOT / "module_utils").glob("engine_*.py")]
     return {
         node.args[2].value
+        for tree in trees
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("fail", "violation")

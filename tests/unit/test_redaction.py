@@ -4,7 +4,7 @@ schema errors, drift reports — hides the same names and the same smuggled text
 import json
 
 import pytest
-from ansible.module_utils.engine_rules import violation
+from ansible.module_utils.engine_refusals import violation
 from ansible.module_utils.redaction import REDACTED, is_secret_name, redact, redact_text
 from ansible.modules import vllm_drift
 from ansible.plugins.action.spark_profile import schema_problems
