@@ -12,16 +12,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(path.parent.parent for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
 
-# Options whose argument spec shows another default than defaults/main.yml sets, in roles another change owns at the
-# time of writing: fix the spec (defaults/main.yml is what runs), then take the option off this list. Each of these
-# three follows the profile or another role in defaults/main.yml, and the spec shows only the fallback.
-KNOWN_DRIFT = {
-    ("vllm_service", "vllm_service_port"),  # "{{ vllm_service_profile.engine.port | default(8000) }}"; spec 8000
-    ("vllm_service", "vllm_service_hf_cache_dir"),  # "{{ hf_model_cache_dir | default(...) }}"; spec the path
-    ("vllm_service", "vllm_service_auto_restart"),  # the profile's auto_restart, else vllm_service_watchdog; spec true
-}
-
-
 def role_defaults(role):
     path = role / "defaults" / "main.yml"
     return (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
@@ -62,14 +52,7 @@ def drift(role):
 
 @pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
 def test_every_spec_default_is_the_value_defaults_main_sets(role):
-    unexplained = {name: what for name, what in drift(role).items() if (role.name, name) not in KNOWN_DRIFT}
-    assert unexplained == {}, f"roles/{role.name}: edit meta/argument_specs.yml (defaults/main.yml is what runs)"
-
-
-def test_the_known_drift_list_names_only_drift_still_there():
-    """Fixed drift leaves the list, so the list only shrinks."""
-    still = {(role.name, name) for role in ROLES for name in drift(role)}
-    assert still >= KNOWN_DRIFT, f"fixed, take off KNOWN_DRIFT: {sorted(KNOWN_DRIFT - still)}"
+    assert drift(role) == {}, f"roles/{role.name}: edit meta/argument_specs.yml (defaults/main.yml is what runs)"
 
 
 def test_the_comparison_is_of_yaml_values():
