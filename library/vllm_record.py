@@ -12,6 +12,10 @@ description:
     overwritten; the id holds the time to the microsecond, and an id that exists already is not reused.
   - Redacts secret-named values (C(VLLM_API_KEY), C(HF_TOKEN), ...) and every occurrence of the API key read
     from I(api_key_file) anywhere in the record, then refuses to write if the key would still appear.
+  - Signs the record with I(key_file), the controller's record key (created on first use, 32 random bytes, mode
+    0600), an HMAC-SHA256 over the record's canonical JSON kept in its C(signature). The head's copy carries it, so
+    a controller that lost its records takes a head's copy back only when that key signed it
+    (vllm_record_import). The key is never printed.
   - Runs on the controller (delegate_to localhost). In check mode nothing is written.
 options:
   dir:
@@ -37,6 +41,12 @@ options:
     description: File holding the API key, so that its value can be scrubbed from the record.
     type: path
     default: ""
+  key_file:
+    description:
+      - The controller's record key (64 hex characters, readable by its owner only), created when missing. Empty,
+        the record is not signed (a head's copy of it is then never taken back).
+    type: path
+    default: ""
 author:
   - spark-serve
 """
@@ -45,6 +55,7 @@ EXAMPLES = r"""
 - name: Record this deployment
   vllm_record:
     dir: "{{ spark_serve_controller_dir }}/records"
+    key_file: "{{ spark_serve_controller_dir }}/record-key"
     record:
       kind: deploy
       status: passed
@@ -84,7 +95,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.deploy_record import markdown, record_id, write_once
+from ansible.module_utils.deploy_record import RecordKeyError, ensure_key, markdown, record_id, sign, write_once
 from ansible.module_utils.redaction import redact
 
 REQUIRED = ("kind", "status", "inventory", "profile_name", "engine_version", "image", "model")
@@ -97,6 +108,7 @@ def main():
             record=dict(type="dict", required=True),
             overlays=dict(type="list", elements="dict", default=[]),
             api_key_file=dict(type="path", default="", no_log=False),
+            key_file=dict(type="path", default="", no_log=False),
         ),
         supports_check_mode=True,
     )
@@ -124,14 +136,27 @@ def main():
         module.fail_json(msg="the API key would appear in the record; nothing was written")
     if module.check_mode:
         module.exit_json(changed=True, id=stamped(content)["id"])
+    key = record_key(module, params["key_file"])
     try:
         os.makedirs(params["dir"], exist_ok=True)
         store_overlays(os.path.join(params["dir"], "overlays"), overlays)
-        record = write_record(module, params["dir"], content, secret)
+        record = write_record(module, params["dir"], content, secret, key)
     except OSError as err:  # a full disk: what was written is whole, what was not is absent
         module.fail_json(msg=f"records directory {params['dir']}: {err}; no partial record was left")
     path = os.path.join(params["dir"], f"{record['id']}.json")
     module.exit_json(changed=True, id=record["id"], path=path, markdown=path[:-5] + ".md", overlays=record["overlays"])
+
+
+def record_key(module, path):
+    """The controller's record key (created on first use), or None without a key file; never shown."""
+    if not path:
+        return None
+    try:
+        key = ensure_key(path)
+    except (RecordKeyError, OSError) as err:
+        module.fail_json(msg=f"{err}; nothing was written")
+    module.no_log_values.add(key.hex())
+    return key
 
 
 def stamped(content):
@@ -150,10 +175,13 @@ def store_overlays(store, overlays):
                 write_once(stored, overlay["content"])
 
 
-def write_record(module, folder, content, secret):
-    """Write the JSON record under a fresh id (another id if that one exists), then its Markdown view."""
+def write_record(module, folder, content, secret, key):
+    """Write the JSON record under a fresh id (another id if that one exists), signed with `key` when there is one,
+    then its Markdown view."""
     for _ in range(5):
-        record = redact(stamped(content), [secret])
+        # Signed as it reads back from its file, so a reader's canonical form is the one signed.
+        record = json.loads(json.dumps(redact(stamped(content), [secret])))
+        record = sign(record, key) if key else record
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         try:
             write_once(os.path.join(folder, f"{record['id']}.json"), text)

@@ -2,11 +2,18 @@
 can be restored (seed 000's rule). One JSON file (machine-readable) and one Markdown file (for people) per deploy,
 never deleted by the project.
 
-Pure Python (no Ansible) so plain pytest can test it; library/vllm_record.py and library/vllm_record_info.py
-read and write the files.
+The controller's records are its own truth. A head keeps copies (a fresh clone of the controller recovers from
+them), but a copy is used only when it verifies: vllm_record signs every record with an HMAC-SHA256 under a key only
+the controller holds (<controller dir>/record-key), and library/vllm_record_import.py checks each head copy (its
+signature, its name, every hash field) before it joins the controller's records.
+
+Pure Python (no Ansible) so plain pytest can test it; library/vllm_record.py, library/vllm_record_info.py and
+library/vllm_record_import.py read and write the files.
 """
 
+import contextlib
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -19,10 +26,10 @@ def record_id(created_utc, inventory, kind):
     return f"{created_utc}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', inventory)}-{kind}"
 
 
-def write_once(path, text):
-    """Write `text` to `path` whole or not at all: a temporary file beside it, fsynced, then linked to its name
-    (FileExistsError when the name exists: a record is never overwritten), then the directory fsynced. A crash or
-    a full disk leaves at most a temporary file, never a truncated record."""
+def write_once(path, text, mode=0o644):
+    """Write `text` to `path` whole or not at all: a temporary file beside it (0600 from its creation), fsynced,
+    given `mode`, then linked to its name (FileExistsError when the name exists: a record is never overwritten), then
+    the directory fsynced. A crash or a full disk leaves at most a temporary file, never a truncated record."""
     folder = os.path.dirname(path) or "."
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".writing-")
     try:
@@ -30,7 +37,7 @@ def write_once(path, text):
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)
+        os.chmod(temporary, mode)
         os.link(temporary, path)
     finally:
         os.unlink(temporary)
@@ -85,6 +92,149 @@ def stored_text_problem(path, sha256):
     except OSError as err:
         return f"{path}: {err.strerror or err}"
     return None if actual == sha256 else f"{path}: its text hashes to {actual}, the record says {sha256}"
+
+
+# The record key: 32 random bytes, kept as 64 hex characters in a file only the controller's user may read.
+KEY_BYTES = 32
+SIGNATURE = "signature"
+SIGNATURE_ALG = "hmac-sha256"
+# The names of record files (what the head's copies are searched by; not its running.json or watchdog events).
+RECORD_NAME = re.compile(r"^[0-9]{8}T[^/]*\.json$")
+SHA256_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class RecordKeyError(ValueError):
+    """The record key file cannot be used (named by path and rule, never by its content)."""
+
+
+def read_key(path):
+    """The record key in `path`: its file must hold 64 lowercase hex and be readable by its owner only (a key others
+    can read signs nothing the controller alone could have written)."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+        with open(path, encoding="ascii") as source:
+            text = source.read().strip()
+    except OSError as err:
+        raise RecordKeyError(f"record key file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError:  # its message would quote a byte of the key
+        raise RecordKeyError(f"record key file {path}: its content is not 64 lowercase hex characters") from None
+    if mode & 0o077:
+        raise RecordKeyError(
+            f"record key file {path}: mode {mode:04o}; rule: the record key is readable by its owner only "
+            f"(chmod 600 {path})"
+        )
+    if not SHA256_HEX.match(text):
+        raise RecordKeyError(f"record key file {path}: its content is not 64 lowercase hex characters (32 bytes)")
+    return bytes.fromhex(text)
+
+
+def ensure_key(path):
+    """The record key in `path`, created on first use (32 random bytes, 0600, written whole; a controller running
+    at the same time keeps the one written first)."""
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another run created it first: that one is the key
+            write_once(path, os.urandom(KEY_BYTES).hex() + "\n", mode=0o600)
+    return read_key(path)
+
+
+def key_id(key):
+    """A short name of a key that reveals nothing of it: tells "signed by another controller" from "changed"."""
+    return hashlib.sha256(b"spark-serve record key id\0" + key).hexdigest()[:16]
+
+
+def canonical(record):
+    """The bytes a signature covers: the record without its signature, as sorted compact ASCII JSON (one form for
+    one content, whatever the file's indentation)."""
+    content = {name: value for name, value in record.items() if name != SIGNATURE}
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def sign(record, key):
+    """The record with its signature: HMAC-SHA256 of its canonical form under the controller's key. Sign the record
+    as it reads back from its JSON (json.loads(json.dumps(...))), so the reader's canonical form is the same."""
+    value = hmac.new(key, canonical(record), hashlib.sha256).hexdigest()
+    return dict(record, **{SIGNATURE: {"alg": SIGNATURE_ALG, "key_id": key_id(key), "value": value}})
+
+
+def signature_problem(record, key):
+    """None when `record` carries a valid signature under `key`, else why not (an unsigned record is refused: only
+    the controller's own files are trusted without one)."""
+    signature = record.get(SIGNATURE)
+    if signature is None:
+        return "it carries no signature; rule: a head's copy is used only when the controller's key signed it"
+    if not isinstance(signature, dict):
+        return f"signature {str(signature)[:80]!r} is not a mapping of alg, key_id and value"
+    if signature.get("alg") != SIGNATURE_ALG:
+        return f"signature.alg {str(signature.get('alg'))[:40]!r} is not {SIGNATURE_ALG}"
+    value = str(signature.get("value", ""))
+    if not SHA256_HEX.match(value):
+        return f"signature.value {value[:80]!r} is not 64 lowercase hex"
+    expected = hmac.new(key, canonical(record), hashlib.sha256).hexdigest()
+    if hmac.compare_digest(expected, value):
+        return None
+    if signature.get("key_id") != key_id(key):
+        return (
+            f"signed with another key (key id {str(signature.get('key_id'))[:40]!r}, this controller's is "
+            f"{key_id(key)!r}); rule: only this controller's key is trusted"
+        )
+    return "its content does not match its signature (changed after it was signed)"
+
+
+def hash_fields(value, where=""):
+    """(field path, value, pattern, rule) of every hash field in a record: `sha256`, `*_sha256` and `config_hash`
+    (64 hex), and `digest` and image `id` (sha256:<64 hex>)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            path = f"{where}.{name}" if where else str(name)
+            if isinstance(item, (dict, list)):
+                yield from hash_fields(item, path)
+            elif name == "sha256" or str(name).endswith("_sha256") or name == "config_hash":
+                yield path, item, SHA256_HEX, "64 lowercase hex"
+            elif name == "digest" or path == "image.id":
+                yield path, item, SHA256_DIGEST, "sha256:<64 lowercase hex>"
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from hash_fields(item, f"{where}[{index}]")
+
+
+def hash_problems(record):
+    """Every hash field of a record that is not a hash: named by field, value and rule. An empty value means "not
+    known" (a record without a snapshot manifest, an image pulled without an id); an overlay's hash names a stored
+    file and must be there (overlay_problems)."""
+    return overlay_problems(record) + [
+        f"{path} {str(value)[:80]!r} is not {rule}"
+        for path, value, pattern, rule in hash_fields(record)
+        if not path.startswith("overlays[") and value not in ("", None) and not pattern.match(str(value))
+    ]
+
+
+def head_copy_problem(name, text, key):
+    """(record, None) when a head's copy named `name` (<id>.json) with content `text` may join the controller's
+    records, else (None, why not): it must parse, be named by its own id, hold only well-formed hashes and carry the
+    controller's signature over exactly this content."""
+    try:
+        record = json.loads(text)
+    except ValueError as err:
+        return None, f"not JSON ({err})"
+    if not isinstance(record, dict) or not record.get("id"):
+        return None, "not a deployment record (no id)"
+    if name != f"{record['id']}.json":
+        return None, f"its file name is not its id ({str(record['id'])[:80]!r}); rule: a record is <id>.json"
+    problems = hash_problems(record)
+    if problems:
+        return None, "; ".join(problems)
+    problem = signature_problem(record, key)
+    return (None, problem) if problem else (record, None)
+
+
+def overlay_text_problem(name, data):
+    """None when a head's overlay text named `name` is the text of that hash (64 lowercase hex, re-hashed), else
+    why not."""
+    if not SHA256_HEX.match(name):
+        return f"its name {name[:80]!r} is not 64 lowercase hex"
+    actual = hashlib.sha256(data).hexdigest()
+    return None if actual == name else f"its text hashes to {actual}, not to its name"
 
 
 def last_passed(records, inventory=None):

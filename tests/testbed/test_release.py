@@ -1,5 +1,6 @@
 """Acceptance gate, deployment records and rollback on the served test-bed pair (real vLLM CPU engine)."""
 
+import base64
 import json
 import os
 import signal
@@ -8,12 +9,23 @@ import threading
 import time
 
 import pytest
+from ansible.module_utils.deploy_record import (
+    last_passed,
+    read_key,
+    read_records,
+    rollback_target,
+    sign,
+    signature_problem,
+)
 
 from tests.testbed import service_faults as sf
 from tests.testbed.helpers import BIN, ENV_BASE, ROOT, local_patch, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
+# The controller's record key (the test bed's controller dir): every record is signed with it.
+RECORD_KEY = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "record-key"
+HEAD_RECORDS = "/var/lib/spark-serve/records"
 # A change of the shipped profile that the gate passes: what the Ctrl-C'd deploy brings, and what serves afterwards.
 CHANGE = ["-e", json.dumps({"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 3}}})]
 
@@ -224,16 +236,20 @@ def max_num_seqs(argv):
 def test_a_fresh_controller_with_a_truncated_record_rolls_back_to_the_good_deployment_before_the_running_one(
     released, tmp_path
 ):
-    """(20.3) A controller with no records but one truncated file (a fresh clone, a crash): rollback.yml fetches the
-    head's copies (overlay texts included), names the truncated record and skips it, and restores the newest passed
-    deployment other than the one running; a record id that cannot be restored is refused before anything changes."""
-    _, running = node_exec(0, "cat /var/lib/spark-serve/records/running.json")
+    """(20.3) A controller with no records but one truncated file (a fresh clone, a crash) that kept its record key
+    (.spark-serve/record-key): rollback.yml takes back the head's copies that key signed (overlay texts included),
+    names every other copy (one written before records were signed) and never uses it, names the truncated record
+    and skips it, and restores the newest passed deployment other than the one running; a record id that cannot be
+    restored is refused before anything changes."""
+    _, running = node_exec(0, f"cat {HEAD_RECORDS}/running.json")
     passed = head_records()
     running = passed[json.loads(running)["record"]]
     image = running["image"]["ref"]
     now = running.get("restores") or running["id"]
-    earlier = [r for r in passed.values() if (r.get("restores") or r["id"]) != now and r["image"]["ref"] == image]
-    assert earlier, f"the test bed's records hold no passed deployment before {now} to roll back to"
+    key = read_key(str(RECORD_KEY))  # kept by the "fresh" controller: only what it signed comes back
+    signed = {name: r for name, r in passed.items() if signature_problem(r, key) is None}
+    earlier = [r for r in signed.values() if (r.get("restores") or r["id"]) != now and r["image"]["ref"] == image]
+    assert earlier, f"the test bed's records hold no signed passed deployment before {now} to roll back to"
     target = max(earlier, key=lambda r: r["id"])
     assert max_num_seqs(target["ranks"][0]["argv"]) != max_num_seqs(serving_argv()), "the target must differ"
 
@@ -245,6 +261,10 @@ def test_a_fresh_controller_with_a_truncated_record_rolls_back_to_the_good_deplo
     rc, out = playbook("playbooks/rollback.yml", sf.PAIR, *on_fresh, "-e", "spark_serve_rollback_to=20000101T0Z-x")
     assert rc != 0 and "spark_serve_rollback_to=20000101T0Z-x: no such record" in out, out[-4000:]
     assert "nothing was changed" in out and sf.health() == 200
+    flat = " ".join(out.split())
+    for unsigned in set(passed) - set(signed):  # records of an earlier test-bed session, before records were signed
+        assert f"head copy node-0:{HEAD_RECORDS}/{unsigned}.json is not used: " in flat, out[-4000:]
+        assert not (fresh / f"{unsigned}.json").exists()
 
     started = time.monotonic()
     rc, out = playbook("playbooks/rollback.yml", sf.PAIR, *on_fresh, timeout=1800)
@@ -257,3 +277,47 @@ def test_a_fresh_controller_with_a_truncated_record_rolls_back_to_the_good_deplo
     assert [(r["status"], r["restores"]) for r in restored] == [("passed", target.get("restores") or target["id"])]
     assert max_num_seqs(serving_argv()) == max_num_seqs(target["ranks"][0]["argv"])
     assert answers()
+
+
+# A baseline no engine meets: a gate compared with it would reject every deploy and roll back to the planted record.
+IMPOSSIBLE = {"passed": True, "failures": [], "summary": {"hot_ttft_s": 1e-06, "decode_tps": 1e9, "hot_hit_ratio": 1.0}}
+
+
+def test_a_passed_record_planted_on_the_head_is_named_and_is_neither_the_gate_baseline_nor_the_rollback_target(
+    released,
+):
+    """(39.2) Two "passed" records planted in the head's records folder under the newest ids, with a baseline no
+    engine meets: one unsigned, one signed with a key that is not the controller's. rollback.yml asked for the first
+    runs only its history step (the lock, the head's copies, the records; the id is not found, nothing starts): it
+    names each planted copy and why it is not used, and the controller's records never hold them, so the baseline the
+    next deploy's gate compares with (the newest passed record) and the rollback target are the controller's own."""
+    base = {k: v for k, v in released["record"].items() if k != "signature"}
+    forged = {
+        "29990101T000001.000000Z-testbed-pair-deploy": ("it carries no signature", None),
+        "29990101T000002.000000Z-testbed-pair-deploy": ("signed with another key", b"guessed-record-key-0123456789abc"),
+    }
+    try:
+        for name, (_, guessed) in forged.items():
+            record = dict(base, id=name, acceptance=IMPOSSIBLE)
+            text = json.dumps(sign(record, guessed) if guessed else record, indent=2, sort_keys=True)
+            encoded = base64.b64encode(text.encode()).decode()
+            rc, out = node_exec(0, f"echo {encoded} | base64 -d > {HEAD_RECORDS}/{name}.json")
+            assert rc == 0, out
+        wanted = next(iter(forged))
+        started = time.monotonic()
+        rc, out = playbook("playbooks/rollback.yml", sf.PAIR, "-e", f"spark_serve_rollback_to={wanted}")
+        print(f"\n[rollback.yml to a planted record: history only] {time.monotonic() - started:.0f} s")
+        flat = " ".join(out.split())
+        assert rc != 0 and f"spark_serve_rollback_to={wanted}: no such record" in flat, out[-4000:]
+        assert "nothing was changed" in flat and sf.health() == 200
+        for name, (why, _) in forged.items():
+            assert f"head copy node-0:{HEAD_RECORDS}/{name}.json is not used: {why}" in flat, out[-4000:]
+            assert not (RECORDS / f"{name}.json").exists(), "a planted copy joined the controller's records"
+    finally:
+        node_exec(0, "rm -f " + " ".join(f"{HEAD_RECORDS}/{name}.json" for name in forged))
+    records, _ = read_records(sorted(str(path) for path in RECORDS.glob("*.json")))
+    baseline = last_passed(records, "testbed-pair")
+    assert baseline["id"] not in forged and baseline["acceptance"]["summary"] != IMPOSSIBLE["summary"], baseline["id"]
+    _, running = node_exec(0, f"cat {HEAD_RECORDS}/running.json")
+    target, _ = rollback_target(records, "testbed-pair", "", json.loads(running)["record"])
+    assert target is None or target["id"] not in forged, target["id"]
