@@ -12,6 +12,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(path.parent.parent for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
 
+
 def role_defaults(role):
     path = role / "defaults" / "main.yml"
     return (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
