@@ -1,5 +1,6 @@
 """The profile's restart policy: `unless-stopped` by default on one node, `no` on a pair, and a pair that asks for a
-policy under which Docker would restart one rank alone is refused in site.yml's validate stage."""
+policy under which Docker would restart one rank alone is refused by the shared checks (playbooks/profile.yml) that
+site.yml and every entry playbook run first (deploy.yml alone: tests/playbook/test_entry_playbooks.py)."""
 
 import json
 
