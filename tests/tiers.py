@@ -1,14 +1,14 @@
 """`make tiers`: the test tiers, each timed with its ten slowest tests, while the test bed is built in the background
 during the tiers that never touch it (unit, playbook, engine): its node images, its engine image in its registries,
 two isolated test beds (instances 0 and 1) started. The test-bed tier runs as two shards, one per test bed: the
-service modules (the pair's liveness, lock, key and fault tests, the single node, then the fleet) on instance 0; the
-prepare stage's module, every other test-bed module and then the Molecule scenarios on instance 1, so one shard's
-waits (watchdog windows, detection bounds, engine loads) overlap the other's work. The second shard, the longer, whose
-first minutes are the prepare stage with no time bound to keep, starts as soon as its test bed is up, beside the
-playbook and engine tiers (with test-bed images present the beds are up within a minute, and those tiers leave most
-of a core idle); the service shard, whose watchdog tests time their detections, starts once those tiers have ended.
-When the build failed, it says so here and the test-bed fixtures build again and fail loudly. Every tier's or step's
-JUnit report (each test's duration) is kept in .testbed/logs/tier-<name>.xml, a step's output in
+service modules (the pair's liveness, lock, key and fault tests, then the fleet) on instance 0; the prepare stage's
+module, every other test-bed module (the single node among them) and then the Molecule scenarios on instance 1, so
+one shard's waits (watchdog windows, detection bounds, engine loads) overlap the other's work. The second shard,
+whose first minutes are the prepare stage with no time bound to keep, starts as soon as its test bed is up, beside
+the playbook and engine tiers (with test-bed images present the beds are up within a minute, and those tiers leave
+most of a core idle); the service shard, whose watchdog tests time their detections, starts once those tiers have
+ended. When the build failed, it says so here and the test-bed fixtures build again and fail loudly. Every tier's or
+step's JUnit report (each test's duration) is kept in .testbed/logs/tier-<name>.xml, a step's output in
 .testbed/logs/tier-<name>.log.
 
     python tests/tiers.py            # from the project root, with .venv's python (the Makefile's way)
@@ -41,7 +41,6 @@ TIERS = [
 # last, beside the fleet.
 SERVICE_MODULES = [
     "tests/testbed/test_service.py",
-    "tests/testbed/test_service_single.py",
     "tests/testbed/test_fleet.py",
 ]
 PREPARE_MODULE = "tests/testbed/test_prepare.py"
