@@ -12,17 +12,9 @@ from ansible.module_utils.deploy_record import key_id, sign
 from ansible.modules import vllm_record, vllm_record_import, vllm_record_info
 
 from tests.module_harness import run_module
+from tests.records import DEPLOY_RECORD
 
-RECORD = {
-    "kind": "deploy",
-    "status": "passed",
-    "inventory": "spark-pair",
-    "profile_name": "pair",
-    "engine_version": "0.32.0",
-    "image": {"ref": "r/vllm@sha256:" + "a" * 64, "digest": "sha256:" + "a" * 64},
-    "model": {"id": "org/m", "revision": "fc694b54"},
-    "acceptance": {"passed": True, "summary": {"hot_ttft_s": 0.4, "decode_tps": 31.5}},
-}
+RECORD = {**DEPLOY_RECORD, "acceptance": {"passed": True, "summary": {"hot_ttft_s": 0.4, "decode_tps": 31.5}}}
 OVERLAY = {"src": "overlays/interface.py", "dest": "/vllm/platforms/interface.py", "content": "def f():\n    pass\n"}
 OVERLAY_SHA = hashlib.sha256(OVERLAY["content"].encode()).hexdigest()
 # What a planted record claims: the newest passed deployment, with a baseline no real engine meets.

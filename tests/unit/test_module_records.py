@@ -9,16 +9,8 @@ from ansible.module_utils.deploy_record import write_once
 from ansible.modules import vllm_record, vllm_record_info
 
 from tests.module_harness import run_module
+from tests.records import DEPLOY_RECORD as RECORD
 
-RECORD = {
-    "kind": "deploy",
-    "status": "passed",
-    "inventory": "spark-pair",
-    "profile_name": "pair",
-    "engine_version": "0.32.0",
-    "image": {"ref": "r/vllm@sha256:ab", "digest": "sha256:ab"},
-    "model": {"id": "org/m", "revision": "fc694b54"},
-}
 READY = "head /health 200, every rank running"
 OVERLAY = {"src": "overlays/interface.py", "dest": "/vllm/platforms/interface.py", "content": "def f():\n    pass\n"}
 
