@@ -69,6 +69,7 @@ NODE_PACKAGES = [
     "less",
     "python3-docker",  # the Docker SDK community.docker's modules use on the node
     "nginx",  # what roles/front_door installs on a real head; pinned there to the version this image holds
+    "libnginx-mod-http-js",  # the door's njs module (roles/front_door: the key compared as its SHA-256 digest)
     "nftables",  # roles/fabric_firewall's table (DGX OS ships it)
     "python3-venv",  # roles/vllm_router's own venv on the fleet's router host (node-2)
     "python3-packaging",  # what ansible.builtin.pip needs on that host (roles/vllm_router installs both)
