@@ -3,6 +3,7 @@ pair's restart policy that Docker would use to restart one rank alone) is refuse
 any host is reached, without site.yml's validate stage. Under site.yml, which imports several entry playbooks, the
 profile is resolved once."""
 
+import json
 import re
 
 import pytest
@@ -13,7 +14,7 @@ from tests.runner import BIN, run
 
 pytestmark = pytest.mark.playbook
 
-ENTRY_PLAYBOOKS = ["prepare", "deploy", "status", "rollback", "benchmark", "diagnose"]
+ENTRY_PLAYBOOKS = ["prepare", "deploy", "status", "rollback", "benchmark", "diagnose", "door"]
 
 # The first play of each entry playbook that reaches a node (or, for benchmark, the head's endpoint).
 NODE_PLAYS = {
@@ -23,6 +24,7 @@ NODE_PLAYS = {
     "rollback": "Roll the vLLM service back to a deployment that passed",
     "benchmark": "Find how the controller reaches the service (roles/vllm_service/tasks/endpoint.yml)",
     "diagnose": "Diagnose the vLLM service",
+    "door": "Apply the front door's keys and tenants on the head (nginx reload; the engine is untouched)",
 }
 
 
@@ -38,11 +40,12 @@ def unreachable_inventory(tmp_path, profile_name, overrides):
     return inv
 
 
-def entry_run(tmp_path, playbook, profile_name, overrides):
+def entry_run(tmp_path, playbook, profile_name, overrides, extra_vars=None):
     inv = unreachable_inventory(tmp_path, profile_name, overrides)
     state = tmp_path / "state"
     argv = [str(BIN / "ansible-playbook"), f"playbooks/{playbook}.yml", "--check", "-i", str(inv)]
-    rc, out = run([*argv, "-e", f"spark_serve_controller_dir={state}"], timeout=120)
+    extra = ["-e", json.dumps(extra_vars)] if extra_vars else []
+    rc, out = run([*argv, "-e", f"spark_serve_controller_dir={state}", *extra], timeout=120)
     return rc, out, state
 
 
@@ -82,3 +85,39 @@ def test_site_resolves_the_profile_once_although_it_imports_several_entry_playbo
     assert rc == 0, out[-3000:]
     assert out.count("TASK [Resolve the profile with the inventory's overrides and check it against the schema]") == 1
     assert out.count("Check the restart policy against the node count]") == 1, out[-3000:]
+
+
+def test_the_doors_bad_tenants_are_refused_all_at_once_by_name_before_any_host(tmp_path):
+    tenants = [
+        {"name": "Alice", "key_file": str(tmp_path / "alice.key")},
+        {"name": "bob", "key_file": str(tmp_path / "none.key"), "max_concurrent": -1},
+        {"name": "carol", "key_file": str(tmp_path / "carol.key")},
+    ]
+    (tmp_path / "alice.key").write_text("sk-alice-0123456789abcdef\n")
+    (tmp_path / "carol.key").write_text("sk-local-test-key\n")  # the operator's key again
+    rc, out, state = entry_run(tmp_path, "door", "pair", {}, {"vllm_service_tenants": tenants})
+    assert rc != 0, out[-3000:]
+    assert "4 violation(s) in the door keys; nothing was changed" in out, out[-3000:]
+    for named in (
+        "front_door_tenants[0].name='Alice': not a tenant name",
+        "front_door_tenants[1].max_concurrent=-1: not a whole number",
+        f"front_door_tenants[1].key_file={tmp_path / 'none.key'}: no such file on the controller",
+        "front_door_tenants: operator and carol have the same key",
+    ):
+        assert named in out, (named, out[-3000:])
+    assert "sk-local-test-key" not in out and "sk-alice" not in out
+    assert f"PLAY [{NODE_PLAYS['door']}]" not in out and "UNREACHABLE" not in out, out[-3000:]
+    assert not state.exists()
+
+
+def test_tenants_on_a_shared_prefix_cache_may_not_read_each_others_cache_hits(tmp_path):
+    (tmp_path / "bob.key").write_text("sk-bob-0123456789abcdef\n")
+    tenants = {"vllm_service_tenants": [{"name": "bob", "key_file": str(tmp_path / "bob.key")}]}
+    rc, out, _ = entry_run(tmp_path, "deploy", "pair", {"engine": {"enable_prompt_tokens_details": True}}, tenants)
+    assert rc != 0, out[-3000:]
+    assert "engine.enable_prompt_tokens_details=true with 1 tenant(s) at the door" in out, out[-3000:]
+    assert "allow_cached_tokens_across_tenants: true" in out
+    assert f"PLAY [{NODE_PLAYS['deploy']}]" not in out
+    acknowledged = {"engine": {"enable_prompt_tokens_details": True}, "allow_cached_tokens_across_tenants": True}
+    rc, out, _ = entry_run(tmp_path / "ack", "deploy", "pair", acknowledged, tenants)
+    assert f"PLAY [{NODE_PLAYS['deploy']}]" in out, out[-3000:]

@@ -24,6 +24,8 @@ from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_container,
 # The head's front door (roles/front_door): TLS on 8443 with the CA the first deploy made on this controller.
 HEAD = f"https://10.253.{16 * int(INSTANCE)}.10:8443"
 DOOR_CA = ROOT / ".testbed" / str(INSTANCE) / "spark-serve" / "front-door" / "ca.pem"
+# The key the engine behind the door checks, made by the first deploy (roles/vllm_service/tasks/render.yml).
+ENGINE_KEY = ROOT / ".testbed" / str(INSTANCE) / "spark-serve" / "engine-key"
 MODEL = "tiny-llama"
 PAIR = "inventories/testbed-pair"
 # The engine's own bound when a rank never arrives: the CPU build's gloo default and NCCL's
@@ -183,6 +185,57 @@ def deploy(*extra, inventory=PAIR, timeout=1800):
     return playbook("site.yml", inventory, "--tags", "deploy", *extra, timeout=timeout)
 
 
+def door_run(*extra, inventory=PAIR):
+    """playbooks/door.yml: the head's door alone, with the inventory's keys and tenants: (rc, output)."""
+    return playbook("playbooks/door.yml", inventory, *extra, timeout=300)
+
+
+class Stream:
+    """One streaming chat through the door: chunks received, whether it ended with [DONE], how, and when."""
+
+    def __init__(self, max_tokens, api_key=None):
+        self.max_tokens, self.api_key = max_tokens, api_key
+        self.tokens, self.done, self.error, self.finish_reason, self.ended = 0, False, None, None, None
+
+    def run(self):
+        body = chat("count", max_tokens=self.max_tokens, stream=True, ignore_eos=True)
+        try:
+            with post("/v1/chat/completions", body, timeout=60, api_key=self.api_key) as response:
+                for line in response:
+                    if line.startswith(b"data: {"):
+                        self.tokens += 1
+                        choices = json.loads(line[6:]).get("choices") or []  # error chunks have none
+                        self.finish_reason = (
+                            choices[0].get("finish_reason") if choices else None
+                        ) or self.finish_reason
+                    self.done |= line.strip() == b"data: [DONE]"
+        except (OSError, urllib.error.URLError, ValueError) as error:
+            self.error = repr(error)
+        finally:
+            self.ended = time.monotonic()
+
+    def whole(self):
+        """Served to its end: every token asked for, then [DONE]."""
+        return self.done and self.error is None and self.finish_reason == "length"
+
+
+def start_streams(streams, timeout_s=60):
+    """Start every stream in its own thread and wait, bounded, until each has received a chunk."""
+    for stream in streams:
+        stream.thread = threading.Thread(target=stream.run)
+        stream.thread.start()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not all(s.tokens or s.ended for s in streams):
+        time.sleep(0.2)
+    assert all(s.tokens for s in streams), f"streams never started: {[vars(s) for s in streams]}"
+
+
+def join_streams(streams, timeout_s=120):
+    for stream in streams:
+        stream.thread.join(timeout=timeout_s)
+    assert not any(s.thread.is_alive() for s in streams), "a streaming client hung"
+
+
 def last_load_s():
     """Seconds from start to ready of the pair's latest recorded start (its deployment record's ready_s)."""
     records = sorted((ROOT / ".testbed" / INSTANCE / "spark-serve" / "records").glob("*.json"))
@@ -254,6 +307,8 @@ def end_state(nodes=2, model=MODEL, worker=1):
 # off would find them (a rollback is a whole start).
 CHANGED = {"engine": {"max_num_seqs": 3}}
 CHANGED_NO_ROLLBACK = {"spark_serve_profile_overrides": {**CHANGED, "acceptance": {"rollback": False}}}
+# A change of its own that restarts every rank and passes the gate (no other test deploys it).
+RESTARTED = {"spark_serve_profile_overrides": {"engine": {"max_num_seqs": 5}}}
 
 
 # A line of the start watch's looks at the ranks ("[vllm]    11 s  rank 0 (node-0): ... | rank 1 (node-1): ..."), not

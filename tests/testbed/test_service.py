@@ -18,7 +18,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 
@@ -413,91 +412,69 @@ def test_a_worker_frozen_alone_mid_start_is_found_within_30_s_and_the_last_good_
         assert json.load(response)["usage"]["completion_tokens"] > 0
 
 
-def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks_is_rotated_and_withdrawn(serving, tmp_path):
-    """(e) A change that restarts every rank while streaming requests run finishes without a hang; the change
-    turns on an API key, which must then guard the API and appear nowhere it must not. Rotated and then withdrawn
-    under the watchdog, the key restarts the pair in order each time: only the new key works, the watchdog never
-    trips, the rotation's deploy, status.yml and diagnose.yml print the new key nowhere at -vvv, and a withdrawn key
-    leaves no env file behind."""
+def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving, tmp_path):
+    """(e) A change that restarts every rank while streaming requests run finishes without a hang; the same deploy
+    turns on an API key, which must then guard the API and appear nowhere it must not. Behind the door the key never
+    reaches the head's engine: no file on either node holds it, and the engine checks its own key, which the door
+    sends. Then the door's keys change under the watchdog without the engine (door_keys_rotated_under_streams)."""
     secret = f"sk-spark-serve-{time.time_ns()}"
     key_file = tmp_path / "api.key"
     key_file.write_text(secret + "\n")
-    streams = []
-
-    def stream():
-        record = {"tokens": 0, "done": False, "error": None, "finish_reason": None}
-        streams.append(record)
-        try:
-            with sf.post(
-                "/v1/chat/completions", sf.chat("count", max_tokens=1500, stream=True, ignore_eos=True), timeout=60
-            ) as response:
-                for line in response:
-                    if line.startswith(b"data: {"):
-                        record["tokens"] += 1
-                        choices = json.loads(line[6:]).get("choices") or []  # error chunks have none
-                        record["finish_reason"] = (choices[0].get("finish_reason") if choices else None) or record[
-                            "finish_reason"
-                        ]
-                    record["done"] |= line.strip() == b"data: [DONE]"
-        except (OSError, urllib.error.URLError, ValueError) as error:
-            record["error"] = repr(error)
-        finally:
-            record["ended"] = time.monotonic()
-
-    clients = [threading.Thread(target=stream) for _ in range(2)]
-    for client in clients:
-        client.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (len(streams) == 2 and all(s["tokens"] for s in streams)):
-        time.sleep(0.2)
-    assert all(s["tokens"] for s in streams), f"streams never started: {streams}"
+    streams = [sf.Stream(max_tokens=1500) for _ in range(2)]
+    sf.start_streams(streams)
     started = time.monotonic()
-    rc, out = sf.deploy("-e", json.dumps({"vllm_service_api_key_file": str(key_file)}))
+    restarted = {"vllm_service_api_key_file": str(key_file), **sf.RESTARTED}
+    rc, out = sf.deploy("-e", json.dumps(restarted))
     seconds = time.monotonic() - started
-    for client in clients:
-        client.join(timeout=120)
-    assert not any(client.is_alive() for client in clients), "a streaming client hung"
+    sf.join_streams(streams)
     print(
         f"\n[restart with 2 streams in flight] site.yml deploy {seconds:.0f} s; streams ended "
-        f"{[round(s['ended'] - started, 1) for s in streams]} s into it after "
-        f"{[s['tokens'] for s in streams]} chunks (finish reason / error: "
-        f"{[s['error'] or s['finish_reason'] for s in streams]})"
+        f"{[round(s.ended - started, 1) for s in streams]} s into it after {[s.tokens for s in streams]} chunks "
+        f"(finish reason / error: {[s.error or s.finish_reason for s in streams]})"
     )
     assert rc == 0, out[-6000:]
     assert "ready: /health 200 and all 2 rank(s) running" in out
-    assert all(s["ended"] - started < seconds for s in streams), "a stream outlived the restart"
+    assert all(s.ended - started < seconds for s in streams), "a stream outlived the restart"
 
     with pytest.raises(urllib.error.HTTPError) as refused:
         sf.post("/v1/chat/completions", sf.chat("no key"))
     assert refused.value.code == 401
     with sf.post("/v1/chat/completions", sf.chat("with key"), api_key=secret) as response:
         assert response.status == 200
-    leaks = {place: shown for place, shown in sf.where_the_key_shows(secret).items() if shown}
-    assert secret not in out, "the key appeared in the playbook's output"
-    # Everything the project writes on the controller (failed-start logs, rendered arguments, deployment records)
-    # and on the nodes (records, compose project), except the head's 0600 secrets file itself.
+    engine_key = sf.ENGINE_KEY.read_text().strip()
+    assert engine_key != secret and len(engine_key) >= 32
+    for key, label in ((secret, "the API key"), (engine_key, "the engine key")):
+        leaks = {place: shown for place, shown in sf.where_the_key_shows(key).items() if shown}
+        assert leaks == {}, (label, leaks)
+        assert key not in out, f"{label} appeared in the playbook's output"
+        nothing_written_holds(
+            key, label, on_nodes_besides=() if key == secret else ("secrets.env", "upstream-key.conf")
+        )
+    for held_by in ("secrets.env", "front-door/upstream-key.conf", "front-door/tenants.conf"):  # engine, door, door
+        _, mode = node_exec(0, f"stat -c '%a %U' /etc/spark-serve/{held_by}")
+        assert mode.split() == ["600", "root"], (held_by, mode)
+    the_front_door_is_closed_to_another_node(secret)
+    door_keys_rotated_under_streams(secret, tmp_path)
+
+
+def nothing_written_holds(key, label, on_nodes_besides):
+    """Everything the project writes on the controller (failed-start logs, rendered arguments, deployment records)
+    and on the nodes (the compose project, the door, records, nginx), except the files named, never holds the key."""
     written = [
         path
         for folder in (ROOT / ".spark-serve", ROOT / ".testbed" / sf.INSTANCE / "spark-serve")
         for path in folder.rglob("*")
-        if path.is_file()
+        if path.is_file() and path != sf.ENGINE_KEY
     ]
     assert any(path.parent.name == "records" for path in written), "the deploy wrote no record to check"
     for path in written:
-        assert secret not in path.read_text(errors="replace"), f"the key was written to {path}"
+        assert key not in path.read_text(errors="replace"), f"{label} was written to {path}"
+    excluded = " ".join(f"--exclude={name}" for name in on_nodes_besides)
     for index in range(2):
-        rc, hits = node_exec(
-            index,
-            f"grep -rls --exclude=secrets.env --exclude=api-key.conf -e '{secret}' /etc/spark-serve "
-            "/var/lib/spark-serve/records /etc/nginx; true",
+        _, hits = node_exec(
+            index, f"grep -rls {excluded} -e '{key}' /etc/spark-serve /var/lib/spark-serve/records /etc/nginx; true"
         )
-        assert hits.strip() == "", f"node-{index}: the key was written to {hits}"
-    assert leaks == {}, leaks
-    for held_by in ("/etc/spark-serve/secrets.env", "/etc/spark-serve/front-door/api-key.conf"):  # engine, door
-        _, mode = node_exec(0, f"stat -c '%a %U' {held_by}")
-        assert mode.split() == ["600", "root"], (held_by, mode)
-    the_front_door_is_closed_to_another_node(secret)
-    rotated_and_withdrawn_under_the_watchdog(secret, tmp_path)
+        assert hits.strip() == "", f"node-{index}: {label} was written to {hits}"
 
 
 def the_front_door_is_closed_to_another_node(key):
@@ -521,8 +498,9 @@ def the_front_door_is_closed_to_another_node(key):
 
 
 def a_bundle_of_the_serving_pair_holds_no_key(key, with_key):
-    """playbooks/bundle.yml at -vvv with the key on (the head's `docker inspect` carries it in the engine's env):
-    every rank's log and stacks, and the key, its digest and its env line nowhere in the output or the bundle."""
+    """playbooks/bundle.yml at -vvv with the key on: every rank's log and stacks, and `key` (the engine's: the head's
+    `docker inspect` carries it in the engine's env), its digest and its env line nowhere in the output or the
+    bundle."""
     started = time.monotonic()
     rc, out, found = sf.bundle("-vvv", *with_key)
     print(f"[playbooks/bundle.yml at -vvv with the key on] {time.monotonic() - started:.0f} s, {len(found)} files")
@@ -534,25 +512,33 @@ def a_bundle_of_the_serving_pair_holds_no_key(key, with_key):
     assert [name for name, data in found.items() if key.encode() in data or digest.encode() in data] == []
 
 
-def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
+def door_keys_rotated_under_streams(old, tmp_path):
+    """The operator's key rotated by playbooks/door.yml at -vvv while 4 clients stream with the old one, under the
+    watchdog: every stream ends whole (0 failed requests), then the old key gets 401 and the new one 200; the engine
+    is never restarted and the watchdog never trips. Then named tenants: one over its rate gets 429, one revoked
+    gets 401 while the other keeps 200; and the keys withdrawn. No run prints the key or its digest."""
     new = f"sk-spark-serve-rotated-{time.time_ns()}"
     (tmp_path / "rotated.key").write_text(new + "\n")
     with_key = ("-e", json.dumps({"vllm_service_api_key_file": str(tmp_path / "rotated.key")}))
+    engines = [sf.container_identity(i) for i in range(2)]
     stop = sf.fresh_watchdog()
     try:
+        streams = [sf.Stream(max_tokens=1200, api_key=old) for _ in range(4)]
+        sf.start_streams(streams)
         started = time.monotonic()
-        rc, out = sf.deploy("-vvv", *with_key)  # every result and module argument shown: the key never is
-        print(f"\n[key rotated under the watchdog] deploy at -vvv {time.monotonic() - started:.0f} s, gated")
-        assert rc == 0 and "ready: /health 200 and all 2 rank(s) running" in out, out[-6000:]
-        assert "acceptance PASSED" in out, "a rotation is gated like any change"
-        assert sf.watchdog_looks(2), "the watchdog made no look after the rotation"
-        for key, status in ((old, 401), (None, 401), (new, 200)):
-            try:
-                with sf.post("/v1/chat/completions", sf.chat("which key?"), api_key=key) as response:
-                    assert response.status == status == 200
-            except urllib.error.HTTPError as refused:
-                assert refused.code == status, f"key {'old' if key == old else key and 'new'}: {refused.code}"
-        digest = hashlib.sha256(new.encode()).hexdigest()  # the key file's digest, as a set_fact would show it
+        rc, out = sf.door_run("-vvv", *with_key)  # every result and module argument shown: the key never is
+        seconds = time.monotonic() - started
+        sf.join_streams(streams)
+        print(
+            f"\n[door keys rotated with 4 streams in flight] playbooks/door.yml at -vvv {seconds:.1f} s; streams ended "
+            f"{[round(s.ended - started, 1) for s in streams]} s into it, {[s.tokens for s in streams]} chunks, "
+            f"{sum(not s.whole() for s in streams)} failed"
+        )
+        assert rc == 0, out[-6000:]
+        assert [s.error for s in streams if not s.whole()] == [], [vars(s) for s in streams]
+        assert all(s.ended > started + seconds for s in streams), "a stream ended before the reload: it proves nothing"
+        assert answers(old) == 401 and answers(None) == 401 and answers(new) == 200
+        digest = hashlib.sha256(new.encode()).hexdigest()
         assert new not in out and old not in out and digest not in out
         for play in ("playbooks/status.yml", "playbooks/diagnose.yml"):
             started = time.monotonic()
@@ -560,20 +546,49 @@ def rotated_and_withdrawn_under_the_watchdog(old, tmp_path):
             print(f"[{play} at -vvv with the key on] rc {rc}, {time.monotonic() - started:.0f} s, {len(shown)} chars")
             assert rc == 0, shown[-4000:]
             assert new not in shown and digest not in shown, f"{play} printed the key or its digest at -vvv"
-        a_bundle_of_the_serving_pair_holds_no_key(new, with_key)
+        a_bundle_of_the_serving_pair_holds_no_key(sf.ENGINE_KEY.read_text().strip(), with_key)
+        tenants_limited_and_revoked_alone(tmp_path, with_key)
 
-        started = time.monotonic()
-        rc, out = sf.deploy()
-        print(f"[key withdrawn under the watchdog] deploy {time.monotonic() - started:.0f} s")
-        assert rc == 0 and "ready: /health 200 and all 2 rank(s) running" in out, out[-6000:]
-        assert sf.watchdog_looks(2), "the watchdog made no look after the key was withdrawn"
-        rc, _ = node_exec(0, "test -e /etc/spark-serve/secrets.env")
-        assert rc != 0, "the withdrawn key's env file is still on the head"
-        with sf.post("/v1/chat/completions", sf.chat("no key needed")) as response:
-            assert response.status == 200
+        rc, out = sf.door_run()
+        assert rc == 0, out[-4000:]
+        assert answers(None) == 200, "with every key withdrawn the door lets anyone through"
+        assert [sf.container_identity(i) for i in range(2)] == engines, "a door change restarted the engine"
     finally:
         node_exec(0, stop)
-    assert sf.watchdog_events() == [], "the watchdog tripped on a key change"
+    assert sf.watchdog_events() == [], "the watchdog tripped on a door change"
+
+
+def answers(key):
+    """The door's status for a short chat with `key` (None: no Authorization header)."""
+    try:
+        with sf.post("/v1/chat/completions", sf.chat("which key?", max_tokens=2), api_key=key) as response:
+            return response.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+def tenants_limited_and_revoked_alone(tmp_path, with_key):
+    """Two tenants beside the operator: alice at 6 requests a minute, no burst; bob unlimited. Alice's second
+    request within 10 s gets 429, bob's keep 200; then alice revoked gets 401 while bob and the operator keep 200."""
+    keys = {name: f"sk-tenant-{name}-{time.time_ns()}" for name in ("alice", "bob")}
+    for name, key in keys.items():
+        (tmp_path / f"{name}.key").write_text(key + "\n")
+    tenants = [
+        {"name": "alice", "key_file": str(tmp_path / "alice.key"), "requests_per_minute": 6},
+        {"name": "bob", "key_file": str(tmp_path / "bob.key")},
+    ]
+    rc, out = sf.door_run(*with_key, "-e", json.dumps({"vllm_service_tenants": tenants}))
+    assert rc == 0, out[-4000:]
+    statuses = [answers(keys["alice"]) for _ in range(3)] + [answers(keys["bob"]) for _ in range(3)]
+    print(f"\n[tenants] alice at 6/min: {statuses[:3]}; bob unlimited: {statuses[3:]}")
+    assert statuses == [200, 429, 429, 200, 200, 200], statuses
+    tenants[0]["revoked"] = True
+    started = time.monotonic()
+    rc, out = sf.door_run(*with_key, "-e", json.dumps({"vllm_service_tenants": tenants}))
+    print(f"[tenants] alice revoked by playbooks/door.yml in {time.monotonic() - started:.1f} s")
+    assert rc == 0, out[-4000:]
+    assert (answers(keys["alice"]), answers(keys["bob"])) == (401, 200)
+    assert all(key not in out for key in keys.values())
 
 
 def assert_found_and_stopped(result, label, bound_s, blamed, engine_timeout_s=sf.GLOO_TIMEOUT_S):
