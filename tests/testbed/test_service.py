@@ -454,7 +454,32 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
         _, mode = node_exec(0, f"stat -c '%a %U' /etc/spark-serve/{held_by}")
         assert mode.split() == ["600", "root"], (held_by, mode)
     the_front_door_is_closed_to_another_node(secret)
+    only_the_door_reaches_the_engine_on_the_head(secret)
     door_keys_rotated_under_streams(secret, tmp_path)
+
+
+def only_the_door_reaches_the_engine_on_the_head(key):
+    """On the head itself, an unprivileged user (nobody) reaches none of vLLM's paths on loopback, the keyless ones
+    included (roles/front_door's loopback guard), while the door answers that same user; root (the watchdog,
+    status) still reads /health there."""
+    as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+    curl = "curl -s -o /dev/null -w '%{http_code}' -m 10"
+    statuses = {}
+    for path in ("/tokenize", "/invocations", "/v1/models", "/health"):
+        _, out = node_exec(0, f"{as_nobody} {curl} http://127.0.0.1:8000{path}")
+        statuses[f"nobody 127.0.0.1:8000{path}"] = out.strip()
+    node_exec(0, f"cat > /tmp/door-ca.pem <<'EOF'\n{sf.DOOR_CA.read_text()}EOF\nchmod 644 /tmp/door-ca.pem")
+    _, out = node_exec(
+        0, f"{as_nobody} {curl} --cacert /tmp/door-ca.pem -H 'Authorization: Bearer {key}' {sf.HEAD}/v1/models"
+    )
+    statuses["nobody door /v1/models"] = out.strip()
+    _, out = node_exec(0, f"{curl} http://127.0.0.1:8000/health")
+    statuses["root 127.0.0.1:8000/health"] = out.strip()
+    print(f"\n[on the head, behind the door] {statuses}")
+    assert {name: code for name, code in statuses.items() if name.startswith("nobody 127")} == {
+        name: "000" for name in statuses if name.startswith("nobody 127")
+    }, statuses
+    assert statuses["nobody door /v1/models"] == "200" and statuses["root 127.0.0.1:8000/health"] == "200", statuses
 
 
 def nothing_written_holds(key, label, on_nodes_besides):
