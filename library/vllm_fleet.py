@@ -45,6 +45,12 @@ options:
   ca_file:
     description: The CA the router's and the replicas' doors are signed by.
     type: path
+  admin_key_file:
+    description:
+      - The router's admin key on the controller (roles/vllm_router's C(vllm_router_admin_key_file)); empty, the admin
+        API is called without a credential. I(mode=rollout) derives each replica head's own credential from it.
+    type: path
+    default: ""
   project_dir:
     description: The project root (its ansible.cfg and site.yml).
     type: path
@@ -155,6 +161,7 @@ import urllib.parse
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.door_keys import member_credential
 from ansible.module_utils.fleet_rollout import FleetOps, in_flight, replica_problems, roll_out
 from ansible.module_utils.openai_client import ServerUnreachable, read_metrics
 
@@ -218,9 +225,15 @@ class Http:
         ca_file = module.params["ca_file"]
         self.context = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self.router = (module.params["router_url"] or "").rstrip("/")
+        self.admin_key = None
+        if module.params["admin_key_file"]:
+            with open(module.params["admin_key_file"], encoding="utf-8") as key:
+                self.admin_key = key.read().strip()
 
     def call(self, method, url, timeout_s=HTTP_TIMEOUT_S):
         request = urllib.request.Request(url, method=method)
+        if self.admin_key and url.startswith(f"{self.router}/"):  # the admin key goes to the router's door only
+            request.add_header("Authorization", f"Bearer {self.admin_key}")
         with urllib.request.urlopen(request, timeout=timeout_s, context=self.context) as response:
             return response.status, response.read().decode("utf-8", "replace")
 
@@ -299,18 +312,37 @@ def head_addresses(module):
     return heads
 
 
-def replica_args(module, replica, extra):
-    """A replica's run: the fleet's tags and variables, and its URL as the router knows it (what its watchdog
-    removes and adds back)."""
+def replica_args(module, replica, extra, credentials):
+    """A replica's run: the fleet's tags and variables, its URL as the router knows it (what its watchdog removes
+    and adds back) and the credential that lets its head name that URL only at the router's admin API."""
     tags = ["--tags", ",".join(module.params["tags"])] if module.params["tags"] else []
-    return [*tags, *extra, "-e", json.dumps({"vllm_service_router_member": replica["url"]})]
+    router = {"vllm_service_router_member": replica["url"]}
+    if replica["name"] in credentials:
+        router["vllm_service_router_credential_file"] = credentials[replica["name"]]
+    return [*tags, *extra, "-e", json.dumps(router)]
 
 
-def preview(module, extra):
+def credential_files(module, folder):
+    """{replica: a 0600 file in `folder` holding its head's credential at the router's door}, derived from the admin
+    key (module_utils/door_keys.py); none without an admin key."""
+    if not module.params["admin_key_file"]:
+        return {}
+    with open(module.params["admin_key_file"], encoding="utf-8") as key:
+        admin_key = key.read()
+    files = {}
+    for replica in module.params["replicas"]:
+        path = os.path.join(folder, f"router-credential-{replica['name']}")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
+            handle.write(member_credential(admin_key, replica["url"]) + "\n")
+        files[replica["name"]] = path
+    return files
+
+
+def preview(module, extra, credentials):
     """Check mode: each replica's site.yml --check --diff, the router untouched; fails after all, naming each."""
     rows = []
     for replica in module.params["replicas"]:
-        args = ["--check", "--diff", *replica_args(module, replica, extra)]
+        args = ["--check", "--diff", *replica_args(module, replica, extra, credentials)]
         timeout_s = module.params["deploy_timeout_s"]
         ok, reason, log_path = run_site(module, replica, args, f"{replica['name']}-check", timeout_s)
         would_change = changed_tasks(log_path)
@@ -323,12 +355,13 @@ def preview(module, extra):
     module.exit_json(**result)
 
 
-def rollout(module, extra):
+def rollout(module, extra, credentials):
     http = Http(module)
 
     def deploy(replica):
         timeout_s = module.params["deploy_timeout_s"]
-        ok, reason, _ = run_site(module, replica, replica_args(module, replica, extra), replica["name"], timeout_s)
+        args = replica_args(module, replica, extra, credentials)
+        ok, reason, _ = run_site(module, replica, args, replica["name"], timeout_s)
         return ok, reason
 
     ops = FleetOps(
@@ -394,6 +427,7 @@ def main():
             replicas=dict(type="list", elements="dict", required=True),
             router_url=dict(type="str"),
             ca_file=dict(type="path"),
+            admin_key_file=dict(type="path", default=""),
             project_dir=dict(type="path", required=True),
             log_dir=dict(type="path", required=True),
             tags=dict(type="list", elements="str", default=[]),
@@ -414,9 +448,10 @@ def main():
             validate(module, extra)
         if module.params["mode"] == "status":
             status(module)
+        credentials = credential_files(module, folder)
         if module.check_mode:
-            preview(module, extra)
-        rollout(module, extra)
+            preview(module, extra, credentials)
+        rollout(module, extra, credentials)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,13 @@
 The door (roles/front_door) compares the digest of the presented key with these digests, never the key's own bytes,
 so the comparison leaks nothing about a key through its time, and the door's files hold no key. Pure: the caller
 reads the key files and passes their text (None: no such file).
+
+A router's door also takes admin credentials for its admin API: the admin key (the controller's: any replica URL)
+and, per replica, a credential derived from it that lets that replica's head add or remove its own URL only.
 """
 
 import hashlib
+import hmac
 import re
 
 OPERATOR = "operator"  # the tenant of front_door_api_key_file: the controller's gate, benchmark and warm-up use it
@@ -106,3 +110,30 @@ def shared_key_violations(entries, field):
         for names in by_digest.values()
         if len(names) > 1
     ]
+
+
+def member_credential(admin_key, url):
+    """A replica head's own credential at the router's door: an HMAC of its URL under the admin key, so the head
+    holds no key that would let it name another replica, and the controller derives it again at will."""
+    return hmac.new(admin_key.strip().encode(), url.encode(), hashlib.sha256).hexdigest()
+
+
+def admin_entries(admin_key_file, admin_key_text, members, field="front_door_admin_members"):
+    """(entries, violations): the router door's admin entries, the admin key's digest with the scope '*' (any URL),
+    then each member credential's digest with its URL as the scope; members must be https:// URLs (the router
+    verifies every replica with the fleet's CA)."""
+    violations = key_violations("front_door_admin_key_file", admin_key_file, admin_key_text)
+    violations += [
+        f"{field}[{index}]={url!r}: not an https:// URL (rule: the router reaches every replica over TLS verified by "
+        "the fleet's CA)"
+        for index, url in enumerate(members)
+        if not (isinstance(url, str) and url.startswith("https://") and len(url) > len("https://"))
+    ]
+    if violations:
+        return [], violations
+    entries = [{"sha256": hashlib.sha256(admin_key_text.strip().encode()).hexdigest(), "scope": "*"}]
+    entries += [
+        {"sha256": hashlib.sha256(member_credential(admin_key_text, url).encode()).hexdigest(), "scope": url}
+        for url in members
+    ]
+    return entries, []

@@ -5,7 +5,7 @@ rule, and no key text ever appears in a result."""
 import hashlib
 
 import pytest
-from ansible.module_utils.door_keys import door_keys
+from ansible.module_utils.door_keys import admin_entries, door_keys, member_credential
 from ansible.modules import front_door_keys
 
 from tests.module_harness import run_module
@@ -113,3 +113,32 @@ def test_the_module_reads_the_files_and_returns_digests_never_a_key(tmp_path):
         f"from a file there; create it once: `umask 077; openssl rand -hex 32 > {tmp_path / 'missing'}`)"
     ]
     assert OPERATOR_KEY not in str(result) and ALICE_KEY not in str(result)
+
+
+ADMIN_KEY = "admin-0123456789abcdef0123"
+MEMBERS = ["https://10.0.0.10:8443", "https://10.0.0.20:8443"]
+
+
+def test_the_admin_key_may_name_any_url_and_each_member_credential_only_its_own():
+    entries, violations = admin_entries("/k", ADMIN_KEY + "\n", MEMBERS)
+    assert violations == []
+    assert entries == [
+        {"sha256": digest(ADMIN_KEY), "scope": "*"},
+        {"sha256": digest(member_credential(ADMIN_KEY, MEMBERS[0])), "scope": MEMBERS[0]},
+        {"sha256": digest(member_credential(ADMIN_KEY, MEMBERS[1])), "scope": MEMBERS[1]},
+    ]
+    credentials = [member_credential(ADMIN_KEY, url) for url in MEMBERS]
+    assert len(set(credentials)) == 2 and ADMIN_KEY not in credentials
+    assert member_credential("another-admin-key-0123456", MEMBERS[0]) != credentials[0]
+
+
+def test_plain_http_members_and_a_missing_admin_key_are_refused_by_name():
+    entries, violations = admin_entries("/k", None, ["http://10.0.0.10:8000", "https://10.0.0.20:8443", 7])
+    assert entries == []
+    assert violations[0].startswith("front_door_admin_key_file=/k: no such file on the controller")
+    assert violations[1] == (
+        "front_door_admin_members[0]='http://10.0.0.10:8000': not an https:// URL (rule: the router reaches every "
+        "replica over TLS verified by the fleet's CA)"
+    )
+    assert violations[2].startswith("front_door_admin_members[2]=7: not an https:// URL")
+    assert len(violations) == 3

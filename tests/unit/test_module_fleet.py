@@ -2,12 +2,15 @@
 fakes, and the module against a fake router and fake replicas on loopback with a stand-in ansible-playbook."""
 
 import json
+import os
 import stat
 import sys
+from pathlib import Path
 from unittest import mock
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from ansible.module_utils.door_keys import member_credential
 from ansible.module_utils.fleet_rollout import FleetOps, in_flight, replica_problems, roll_out
 from ansible.modules import vllm_fleet
 
@@ -144,6 +147,7 @@ class FakeRouter:
         parsed = urlparse(request.path)
         url = parse_qs(parsed.query).get("url", [""])[0]
         self.calls.append((parsed.path, url))
+        self.authorization = request.headers.get("Authorization")
         if parsed.path == "/add_worker" and url in self.urls:
             return 400, {}, [f"Worker {url} already exists".encode()]
         if parsed.path == "/add_worker":
@@ -204,6 +208,33 @@ def test_the_module_rolls_out_through_a_router_and_keeps_each_run_log(tmp_path, 
     assert argv[:5] == ["site.yml", "-i", "inv-a", "--tags", "deploy"] and argv[5] == "-e", argv
     assert argv[-2:] == ["-e", json.dumps({"vllm_service_router_member": a.url})], argv
     for server in (a, b, router.server):
+        server.close()
+
+
+def test_with_an_admin_key_the_router_hears_it_and_each_replica_run_gets_its_own_credential(
+    tmp_path, stand_in_playbook
+):
+    """The admin key goes to the router's door only (never to a replica's); each replica's run gets a 0600 file
+    with the credential its head may name its own URL with (module_utils/door_keys.member_credential)."""
+    a = fake_replica(0)
+    router = FakeRouter([a.url])
+    admin_key = tmp_path / "router-admin-key"
+    admin_key.write_text("admin-0123456789abcdef0123\n")
+    credentials = []
+    real_run_site = vllm_fleet.run_site
+
+    def run_site(module, replica, args, name, timeout_s):
+        path = json.loads(args[-1])["vllm_service_router_credential_file"]
+        credentials.append((oct(os.stat(path).st_mode & 0o777), Path(path).read_text(encoding="utf-8").strip()))
+        return real_run_site(module, replica, args, name, timeout_s)
+
+    with mock.patch.object(vllm_fleet, "run_site", run_site):
+        result = run_fleet(tmp_path, stand_in_playbook, {"a": ("inv-a", a)}, router, admin_key_file=str(admin_key))
+    assert not result["failed"], result
+    assert router.authorization == "Bearer admin-0123456789abcdef0123"
+    assert credentials == [("0o600", member_credential("admin-0123456789abcdef0123", a.url))]
+    assert "admin-0123456789abcdef0123" not in json.dumps(result)
+    for server in (a, router.server):
         server.close()
 
 

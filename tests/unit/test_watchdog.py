@@ -680,14 +680,16 @@ def test_the_restart_path_is_tried_on_every_worker_with_strict_host_keys(tmp_pat
     assert watchdog.main(["watchdog", str(path), "--bogus"]) == 2
 
 
-def test_in_a_fleet_the_watchdog_takes_its_replica_out_of_the_router_and_back():
-    """remove_worker / add_worker with the replica's URL; an add the router already has counts as done; a router
-    that does not answer is said, never raised; without a router nothing is sent."""
+def test_in_a_fleet_the_watchdog_takes_its_replica_out_of_the_router_and_back(tmp_path):
+    """remove_worker / add_worker with the replica's URL and the head's own router credential; an add the router
+    already has counts as done; a router that does not answer is said, never raised; without a router nothing is
+    sent."""
     calls, routed = [], set()
+    (tmp_path / "router-credential").write_text("cafe0123" * 8 + "\n")
 
     def answer(request):
         action, url = request.path.split("?url=")
-        calls.append((request.method, action))
+        calls.append((request.method, action, request.headers.get("Authorization")))
         url = watchdog.urllib.parse.unquote(url)
         if action == "/add_worker" and url in routed:
             return 400, {}, [f"Worker {url} already exists".encode()]
@@ -695,11 +697,20 @@ def test_in_a_fleet_the_watchdog_takes_its_replica_out_of_the_router_and_back():
         return 200, {}, [b"ok"]
 
     router = LoopbackServer(answer)  # plain HTTP here: the CA file is loaded, never used
-    config = {"router": {"url": router.url, "member": "https://10.0.0.1:8443", "ca_file": certifi.where()}}
+    credential = str(tmp_path / "router-credential")
+    config = {
+        "router": {
+            "url": router.url,
+            "member": "https://10.0.0.1:8443",
+            "ca_file": certifi.where(),
+            "credential_file": credential,
+        }
+    }
     assert watchdog.tell_router(config, "add_worker") == "done" and routed == {"https://10.0.0.1:8443"}
     assert watchdog.tell_router(config, "add_worker") == "done"  # already there
     assert watchdog.tell_router(config, "remove_worker") == "done" and routed == set()
-    assert calls == [("POST", "/add_worker"), ("POST", "/add_worker"), ("POST", "/remove_worker")]
+    sent = f"Bearer {'cafe0123' * 8}"
+    assert calls == [("POST", "/add_worker", sent), ("POST", "/add_worker", sent), ("POST", "/remove_worker", sent)]
     router.close()
     assert watchdog.tell_router(config, "remove_worker").startswith("failed: ")
     assert watchdog.tell_router({"router": {}}, "remove_worker") is None

@@ -21,6 +21,17 @@ options:
     type: list
     elements: dict
     default: []
+  admin_key_file:
+    description:
+      - A router's admin key file (empty for none). Its holder may call the admin API for any replica URL; each of
+        I(admin_members) gets a credential derived from it that covers its own URL only.
+    type: str
+    default: ""
+  admin_members:
+    description: The replicas' door URLs whose heads may add or remove themselves (https:// only).
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - read_only
 author:
@@ -43,6 +54,13 @@ entries:
   returned: always
   type: list
   elements: dict
+admin_entries:
+  description:
+    - The admin API's entries; per entry C(sha256) (a credential's digest) and C(scope) (C(*) for the admin key, else
+      the one replica URL it may add or remove). Empty without I(admin_key_file).
+  returned: always
+  type: list
+  elements: dict
 revoked:
   description: The names of the revoked tenants (their keys no longer pass).
   returned: always
@@ -56,7 +74,7 @@ violations:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.door_keys import door_keys
+from ansible.module_utils.door_keys import admin_entries, door_keys
 
 
 def read_text(path):
@@ -72,6 +90,8 @@ def main():
         argument_spec=dict(
             api_key_file=dict(type="str", default=""),
             tenants=dict(type="list", elements="dict", default=[]),
+            admin_key_file=dict(type="str", default=""),
+            admin_members=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -82,7 +102,15 @@ def main():
         tenants,
         [None if tenant.get("revoked") else read_text(tenant.get("key_file")) for tenant in tenants],
     )
-    module.exit_json(changed=False, entries=entries, revoked=revoked, violations=violations)
+    admin_key_file = module.params["admin_key_file"]
+    admin, admin_violations = (
+        admin_entries(admin_key_file, read_text(admin_key_file), module.params["admin_members"])
+        if admin_key_file
+        else ([], [])
+    )
+    module.exit_json(
+        changed=False, entries=entries, admin_entries=admin, revoked=revoked, violations=violations + admin_violations
+    )
 
 
 if __name__ == "__main__":

@@ -119,6 +119,14 @@ def api_key(config):
     return None
 
 
+def read_secret(path):
+    """A one-line secret file's text (the router credential), or None when there is none."""
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as secret:
+        return secret.read().strip() or None
+
+
 def request(config, path, body=None):
     """A request to the head's API on loopback, with the key when the service has one."""
     req = urllib.request.Request(
@@ -346,6 +354,9 @@ def tell_router(config, action):
         return None
     member = urllib.parse.quote(router["member"], safe="")
     request = urllib.request.Request(f"{router['url']}/{action}?url={member}", method="POST")
+    credential = read_secret(router.get("credential_file"))
+    if credential:  # this head's own: the router's door lets it name this replica's URL only
+        request.add_header("Authorization", f"Bearer {credential}")
     try:
         context = ssl.create_default_context(cafile=router["ca_file"])
         # An add waits while the router checks the replica's /health (at most its 30 s worker startup timeout).
