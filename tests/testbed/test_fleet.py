@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from ansible.module_utils.door_keys import member_credential
 
 from tests.testbed import fleet_standins
 from tests.testbed import service_faults as sf
@@ -26,13 +27,16 @@ REPLICAS = {"a": f"https://{NET}.10:8443", "b": f"https://{NET}.11:8443"}
 FLEET_DIR = ROOT / ".testbed" / INSTANCE / "fleet"
 CA = FLEET_DIR / "front-door" / "ca.pem"
 KEY_FILE = FLEET_DIR / "api-key"
+ADMIN_KEY_FILE = FLEET_DIR / "router-admin-key"  # the router's admin API's own key (roles/vllm_router makes it)
 
 
-def get(url, path, timeout=10):
-    """(status, body) of GET url+path, verified with the fleet's CA."""
+def get(url, path, timeout=10, key=None):
+    """(status, body) of GET url+path, verified with the fleet's CA; the router's admin paths with its admin key."""
     context = ssl.create_default_context(cafile=CA)
+    key = key or (ADMIN_KEY_FILE.read_text().strip() if url == ROUTER and not path.startswith("/v1") else None)
+    request = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {key}"} if key else {})
     try:
-        with urllib.request.urlopen(url + path, timeout=timeout, context=context) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
@@ -95,33 +99,55 @@ def test_the_router_serves_both_replicas_behind_the_key_and_its_admin_api_answer
         except urllib.error.HTTPError as err:
             statuses[label] = err.code
     assert statuses == {"no key": 401, "wrong key": 401, "key": 200}, statuses
-    # Another host on the LAN (the test bed's services host) reaches the door but not the admin API; the replicas'
-    # heads (their watchdogs) and the controller (above) do.
-    curl = "curl -s -o /dev/null -w '%{http_code}' --cacert /tmp/fleet-ca.pem"
-    statuses = {}
-    for where, container in (
-        ("lan", f"spark-serve-tb{INSTANCE}-services"),
-        ("head", f"spark-serve-tb{INSTANCE}-node-0"),
-    ):
-        run(["docker", "exec", "-i", container, "sh", "-c", "cat > /tmp/fleet-ca.pem"], input=CA.read_text())
-        for path in ("list_workers", f"remove_worker?url={REPLICAS['b']}"):
-            method = "-X POST " if path.startswith("remove") else ""
-            _, status = run(["docker", "exec", container, "sh", "-c", f"{curl} {method}'{ROUTER}/{path}'"])
-            statuses[(where, path.split("?")[0])] = status
-    assert statuses == {
-        ("lan", "list_workers"): "403",
-        ("lan", "remove_worker"): "403",
-        ("head", "list_workers"): "200",
-        ("head", "remove_worker"): "200",
-    }, statuses
-    run(["curl", "-s", "-X", "POST", "--cacert", str(CA), f"{ROUTER}/add_worker?url={REPLICAS['b']}"], timeout=60)
-    assert members() == sorted(REPLICAS.values())
+    the_admin_api_takes_the_controllers_key_and_each_heads_own_url_only(fleet["key"])
     # The router's argv (its unit; the process renames itself) holds no key, and it listens on loopback only.
     _, unit = node_exec(fleet_standins.ROUTER_NODE, f"cat {fleet_standins.UNIT}")
     assert fleet["key"] not in unit and "--host 127.0.0.1 --port 30000" in unit, unit
     _, listening = node_exec(fleet_standins.ROUTER_NODE, "ss -Htlnp")
     bound = [line.split()[3] for line in listening.splitlines() if fleet_standins.ROUTER_PROCESS in line]
     assert sorted(bound) == ["127.0.0.1:29000", "127.0.0.1:30000"], listening
+
+
+def the_admin_api_takes_the_controllers_key_and_each_heads_own_url_only(users_key):
+    """The router's admin API needs its own credential, never the users' key. From replica a's head (its watchdog's
+    place) with the credential the deploy gave it: its own URL out and back in, 200; replica b's URL or a plain http
+    URL, 403; no credential or the users' key, 401. The LAN's services host is refused even with the admin key."""
+    admin_key = ADMIN_KEY_FILE.read_text().strip()
+    _, credential = node_exec(
+        0, "stat -c '%a %U' /etc/spark-serve/router-credential; cat /etc/spark-serve/router-credential"
+    )
+    mode, credential = credential.strip().split("\n")
+    assert mode == "600 root" and credential == member_credential(admin_key, REPLICAS["a"]), mode
+    curl = "curl -s -o /dev/null -w '%{http_code}' -m 60 --cacert /tmp/fleet-ca.pem"
+    asked = {
+        ("head", "own url out", credential): f"-X POST '{ROUTER}/remove_worker?url={REPLICAS['a']}'",
+        ("head", "own url back", credential): f"-X POST '{ROUTER}/add_worker?url={REPLICAS['a']}'",
+        ("head", "other url out", credential): f"-X POST '{ROUTER}/remove_worker?url={REPLICAS['b']}'",
+        ("head", "http url in", credential): f"-X POST '{ROUTER}/add_worker?url=http://{NET}.10:8000'",
+        ("head", "list", None): f"'{ROUTER}/list_workers'",
+        ("head", "list", users_key): f"'{ROUTER}/list_workers'",
+        ("lan", "list", admin_key): f"'{ROUTER}/list_workers'",
+    }
+    containers = {"head": f"spark-serve-tb{INSTANCE}-node-0", "lan": f"spark-serve-tb{INSTANCE}-services"}
+    for container in containers.values():
+        run(["docker", "exec", "-i", container, "sh", "-c", "cat > /tmp/fleet-ca.pem"], input=CA.read_text())
+    statuses = {}
+    for (where, what, key), request in asked.items():
+        header = f"-H 'Authorization: Bearer {key}' " if key else ""
+        _, status = run(["docker", "exec", containers[where], "sh", "-c", f"{curl} {header}{request}"])
+        label = {None: "none", credential: "own credential", users_key: "users' key", admin_key: "admin key"}[key]
+        statuses[f"{where} {what} ({label})"] = status
+    print(f"\n[router admin API] {statuses}")
+    assert statuses == {
+        "head own url out (own credential)": "200",
+        "head own url back (own credential)": "200",
+        "head other url out (own credential)": "403",
+        "head http url in (own credential)": "403",
+        "head list (none)": "401",
+        "head list (users' key)": "401",
+        "lan list (admin key)": "403",
+    }, statuses
+    assert members() == sorted(REPLICAS.values())
 
 
 def test_fleet_status_shows_the_routers_view_beside_each_replicas_ranks(fleet):
