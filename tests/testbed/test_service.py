@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import ROOT, node_exec, playbook
+from tests.testbed.helpers import ROOT, node_exec, playbook, run
 
 pytestmark = pytest.mark.testbed
 
@@ -456,6 +456,30 @@ def test_restart_with_streams_in_flight_and_an_api_key_that_never_leaks(serving,
     the_front_door_is_closed_to_another_node(secret)
     only_the_door_reaches_the_engine_on_the_head(secret)
     door_keys_rotated_under_streams(secret, tmp_path)
+    a_certificate_near_its_end_is_warned_and_replaced_by_the_door(tmp_path)
+
+
+def a_certificate_near_its_end_is_warned_and_replaced_by_the_door(tmp_path):
+    """The head serving a certificate from the same CA that ends in 10 days: status.yml warns (and still passes);
+    playbooks/door.yml puts the controller's issued certificate back, and the warning is gone."""
+    ca = sf.DOOR_CA.parent
+    short = tmp_path / "short.pem"
+    csr = tmp_path / "short.csr"
+    rc, out = run(["openssl", "req", "-new", "-key", str(ca / "node-0.key"), "-subj", "/CN=node-0", "-out", str(csr)])
+    assert rc == 0, out
+    rc, out = run(
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca / "ca.pem"), "-CAkey", str(ca / "ca.key"),
+         "-days", "10", "-out", str(short)]
+    )  # fmt: skip
+    assert rc == 0, out
+    node_exec(0, f"cat > /etc/spark-serve/front-door/server.pem <<'EOF'\n{short.read_text()}EOF\nnginx -s reload")
+    rc, out = playbook("playbooks/status.yml", sf.PAIR)
+    assert rc == 0, out[-4000:]
+    assert "WARNING the door's certificate on node-0 ends" in out and "within 30 days" in out, out[-4000:]
+    rc, out = sf.door_run()
+    assert rc == 0, out[-4000:]
+    rc, out = playbook("playbooks/status.yml", sf.PAIR)
+    assert rc == 0 and "WARNING the door's certificate" not in out, out[-4000:]
 
 
 def only_the_door_reaches_the_engine_on_the_head(key):
