@@ -268,8 +268,16 @@ def noop_rerun(*extra):
 
 def watched_deploy(extra_vars, on_line, timeout=900, inventory=PAIR):
     """Run the deploy stage, calling on_line(line) for every output line; returns (rc, output, {event: time})."""
+    return watched_run(
+        ["-i", inventory, "site.yml", "--tags", "deploy", "-e", json.dumps(extra_vars)], on_line, timeout
+    )
+
+
+def watched_run(args, on_line, timeout=900):
+    """Run ansible-playbook with `args`, calling on_line(line, marks) for every output line; returns (rc, output,
+    marks), where marks holds 'detected' (a staged start's DETECTED line) and 'ended' (time.time())."""
     proc = subprocess.Popen(
-        [str(BIN / "ansible-playbook"), "-i", inventory, "site.yml", "--tags", "deploy", "-e", json.dumps(extra_vars)],
+        [str(BIN / "ansible-playbook"), *args],
         cwd=ROOT,
         env=ENV_BASE,
         stdout=subprocess.PIPE,
