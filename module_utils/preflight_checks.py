@@ -39,11 +39,22 @@ def disk(df):
     return (fields + ["", ""])[1], round(int((fields + ["0"])[0]) / BYTES_PER_GIB, 1)
 
 
-def remove_ipc(logind):
-    """(value, file) of the last RemoveIPC= line of the logind files, read in systemd's order; systemd's default."""
-    value, source = "yes", "systemd default"
-    for path, text in slurped(logind).items():
-        for line in text.splitlines():
+def logind_order(paths, conf, dirs):
+    """The logind files in the order systemd reads them: the main file, then the drop-ins by file name; of two
+    drop-ins with one name only the one in the earlier (higher-precedence) directory counts."""
+    by_name = {}
+    for directory in reversed(dirs):
+        for path in paths:
+            if re.fullmatch(re.escape(directory) + "/[^/]+", path):
+                by_name[path.rsplit("/", 1)[1]] = path
+    return [conf] + [by_name[name] for name in sorted(by_name, key=str.lower)]
+
+
+def remove_ipc(logind, conf, dirs):
+    """(value, file) of the last RemoveIPC= line of the logind files that count; systemd's default."""
+    value, source, texts = "yes", "systemd default", slurped(logind)
+    for path in logind_order(list(texts), conf, dirs):
+        for line in texts.get(path, "").splitlines():
             if re.match(r"\s*RemoveIPC\s*=", line):
                 value, source = line.split("=", 1)[1].strip(), path
     return value, source
@@ -83,7 +94,8 @@ def node_facts(p):
     proc = slurped(p["proc"])
     smi_gpus = gpus(p["smi"])
     mount, free_gib = disk(p["df"])
-    ipc, ipc_source = remove_ipc(p["logind"])
+    settings = p["settings"]
+    ipc, ipc_source = remove_ipc(p["logind"], settings["logind_conf"], settings["logind_dropin_dirs"])
     return {
         "architecture": p["architecture"],
         "kernel": proc.get("/proc/sys/kernel/osrelease", "").strip(),
@@ -91,7 +103,7 @@ def node_facts(p):
         "driver_version": smi_gpus[0]["driver_version"] if smi_gpus else "",
         "smi_error": failed_error(p["smi"], 1),
         "memory_gib": memory_gib(proc.get("/proc/meminfo", "")),
-        "model_cache_path": p["settings"]["model_cache_path"],
+        "model_cache_path": settings["model_cache_path"],
         "model_cache_mount": mount,
         "model_cache_free_gib": free_gib,
         "remove_ipc": ipc,

@@ -5,6 +5,7 @@ node's problems and the differences between the nodes in one list."""
 import base64
 
 import pytest
+from ansible.module_utils.preflight_checks import logind_order
 from ansible.modules import spark_preflight_check
 
 from tests.module_harness import run_module
@@ -19,6 +20,7 @@ SETTINGS = {
     "model_cache_path": "/var/lib/spark-serve/huggingface",
     "min_free_disk_gib": 150,
     "check_remove_ipc": True,
+    "logind_conf": "/etc/systemd/logind.conf",
     "logind_dropin_dirs": ["/etc/systemd/logind.conf.d", "/run/systemd/logind.conf.d"],
     "check_clock": True,
     "max_clock_offset_s": 1.0,
@@ -170,13 +172,13 @@ ENGINE_LISTENS = {
                 "logind": read(
                     ("/etc/systemd/logind.conf", "RemoveIPC=no\n"),
                     (DROPIN, None),
-                    ("/run/x.conf", " RemoveIPC = Yes \n"),
+                    ("/run/systemd/logind.conf.d/x.conf", " RemoveIPC = Yes \n"),
                 )
             },
             {},
             [
-                "logind RemoveIPC=Yes (/run/x.conf), expected no: set RemoveIPC=no under [Login] in a .conf file in "
-                "/etc/systemd/logind.conf.d (logind.conf)"
+                "logind RemoveIPC=Yes (/run/systemd/logind.conf.d/x.conf), expected no: set RemoveIPC=no under "
+                "[Login] in a .conf file in /etc/systemd/logind.conf.d (logind.conf)"
             ],
         ),
         ({"logind": read((DROPIN, "RemoveIPC=Off\n"))}, {}, []),
@@ -322,3 +324,37 @@ def test_a_node_without_a_gpu_or_a_clock_is_summarised_as_such():
     assert report(["node-0"], found)["summary"] == [
         "node-0: aarch64, kernel 6.11.0-1016-nvidia, no GPU driver -, 121.6 GiB, 1024.0 GiB free, clock None s"
     ]
+
+
+@pytest.mark.parametrize(
+    ("found", "order"),
+    [
+        ([], ["/etc/systemd/logind.conf"]),
+        (
+            [
+                "/run/systemd/logind.conf.d/b.conf",
+                "/etc/systemd/logind.conf.d/a.conf",
+                "/etc/systemd/logind.conf.d/C.conf",
+            ],
+            [
+                "/etc/systemd/logind.conf",
+                "/etc/systemd/logind.conf.d/a.conf",
+                "/run/systemd/logind.conf.d/b.conf",
+                "/etc/systemd/logind.conf.d/C.conf",
+            ],
+        ),
+        (
+            ["/run/systemd/logind.conf.d/a.conf", "/etc/systemd/logind.conf.d/a.conf", "/srv/elsewhere/z.conf"],
+            ["/etc/systemd/logind.conf", "/etc/systemd/logind.conf.d/a.conf"],
+        ),
+    ],
+)
+def test_logind_files_count_in_systemds_order_and_an_earlier_directory_shadows_a_later_one(found, order):
+    assert logind_order(found, SETTINGS["logind_conf"], SETTINGS["logind_dropin_dirs"]) == order
+
+
+def test_a_shadowed_drop_in_says_nothing_about_remove_ipc():
+    shadowed = read(
+        (DROPIN, "[Login]\nRemoveIPC=no\n"), ("/run/systemd/logind.conf.d/spark-serve.conf", "RemoveIPC=yes\n")
+    )
+    assert judge(logind=shadowed)["facts"]["remove_ipc_source"] == DROPIN

@@ -62,6 +62,10 @@ options:
         description: Require RemoveIPC=no.
         type: bool
         required: true
+      logind_conf:
+        description: Main logind configuration file.
+        type: str
+        required: true
       logind_dropin_dirs:
         description: logind drop-in directories, highest precedence first (the first is where the fix goes).
         type: list
@@ -117,7 +121,7 @@ options:
     type: dict
     default: {}
   logind:
-    description: C(stage=node); the slurp loop's results of the effective logind files, in the order systemd reads them.
+    description: C(stage=node); the slurp loop's results of the main logind file and every drop-in file found.
     type: list
     elements: dict
     default: []
@@ -228,6 +232,7 @@ SETTINGS = {
     "model_cache_path": {"type": "str", "required": True},
     "min_free_disk_gib": {"type": "float", "required": True},
     "check_remove_ipc": {"type": "bool", "required": True},
+    "logind_conf": {"type": "str", "required": True},
     "logind_dropin_dirs": {"type": "list", "elements": "str", "required": True},
     "check_clock": {"type": "bool", "required": True},
     "max_clock_offset_s": {"type": "float", "required": True},
