@@ -13,6 +13,7 @@ from ansible.module_utils.probe_results import command_error, output_lines, slur
 KIB_PER_GIB = 1048576
 BYTES_PER_GIB = 1073741824
 REMOVE_IPC_OFF = ("no", "false", "off", "0")
+UNCHECKED = "not checked (unreachable or failed before the preflight ran)"
 # Facts every node must share: (fact, label, where it was read).
 COMPARED = (
     ("kernel", "kernel", "/proc/sys/kernel/osrelease"),
@@ -61,7 +62,8 @@ def remove_ipc(logind, conf, dirs):
 
 
 def clock_offset(date, before, after):
-    """Seconds the node clock lies outside [before, after] on the controller (+ ahead, - behind); None unread."""
+    """Seconds the node clock lies outside [before, after] on the controller (+ ahead, - behind); None when the
+    clock could not be read."""
     text = str(date.get("stdout", "")).strip()
     if not re.match(r"[0-9]+(\.[0-9]+)?$", text):
         return None
@@ -85,8 +87,9 @@ def nic_layout(ibdev):
     return sorted((line for line in lines if line), key=str.lower)
 
 
-def failed_error(result, default_rc):
-    return "" if result.get("rc", default_rc) == 0 else command_error(result)
+def command_failure(result, skipped_rc):
+    """What a command said when it failed, "" when it succeeded (a skipped one counts as `skipped_rc`)."""
+    return "" if result.get("rc", skipped_rc) == 0 else command_error(result)
 
 
 def node_facts(p):
@@ -101,7 +104,7 @@ def node_facts(p):
         "kernel": proc.get("/proc/sys/kernel/osrelease", "").strip(),
         "gpus": smi_gpus,
         "driver_version": smi_gpus[0]["driver_version"] if smi_gpus else "",
-        "smi_error": failed_error(p["smi"], 1),
+        "smi_error": command_failure(p["smi"], 1),
         "memory_gib": memory_gib(proc.get("/proc/meminfo", "")),
         "model_cache_path": settings["model_cache_path"],
         "model_cache_mount": mount,
@@ -112,7 +115,7 @@ def node_facts(p):
         "port_listeners": foreign_listeners(p["listeners"], p["engine"], p["listener_cgroups"]),
         "roce_netdev_present": bool(p["netdev"].get("stat", {}).get("exists", False)),
         "nic_layout": nic_layout(p["ibdev"]),
-        "ibdev2netdev_error": failed_error(p["ibdev"], 0),
+        "ibdev2netdev_error": command_failure(p["ibdev"], 0),
     }
 
 
@@ -224,11 +227,7 @@ def report_problems(hosts, facts, problems, compare):
     """Every node's problems in play order (a node without facts was not checked), then the differences."""
     found = []
     for host in hosts:
-        found += (
-            problems[host]
-            if host in facts
-            else [f"{host}: not checked (unreachable or failed before the preflight ran)"]
-        )
+        found += problems[host] if host in facts else [f"{host}: {UNCHECKED}"]
     checked = [host for host in hosts if host in facts]
     return found + (differences(checked, facts) if compare and len(checked) > 1 else [])
 
