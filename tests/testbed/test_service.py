@@ -627,6 +627,10 @@ def answers(key):
         return refused.code
 
 
+# The test bed's profile shows cached_tokens (the prefix-cache tests read it): tenants on its shared cache must say so.
+SHARED_CACHE_HITS = {"spark_serve_profile_overrides": {"allow_cached_tokens_across_tenants": True}}
+
+
 def tenants_limited_and_revoked_alone(tmp_path, with_key):
     """Two tenants beside the operator: alice at 6 requests a minute, no burst; bob unlimited. Alice's second
     request within 10 s gets 429, bob's keep 200; then alice revoked gets 401 while bob and the operator keep 200."""
@@ -637,14 +641,14 @@ def tenants_limited_and_revoked_alone(tmp_path, with_key):
         {"name": "alice", "key_file": str(tmp_path / "alice.key"), "requests_per_minute": 6},
         {"name": "bob", "key_file": str(tmp_path / "bob.key")},
     ]
-    rc, out = sf.door_run(*with_key, "-e", json.dumps({"vllm_service_tenants": tenants}))
+    rc, out = sf.door_run(*with_key, "-e", json.dumps({"vllm_service_tenants": tenants, **SHARED_CACHE_HITS}))
     assert rc == 0, out[-4000:]
     statuses = [answers(keys["alice"]) for _ in range(3)] + [answers(keys["bob"]) for _ in range(3)]
     print(f"\n[tenants] alice at 6/min: {statuses[:3]}; bob unlimited: {statuses[3:]}")
     assert statuses == [200, 429, 429, 200, 200, 200], statuses
     tenants[0]["revoked"] = True
     started = time.monotonic()
-    rc, out = sf.door_run(*with_key, "-e", json.dumps({"vllm_service_tenants": tenants}))
+    rc, out = sf.door_run(*with_key, "-e", json.dumps({"vllm_service_tenants": tenants, **SHARED_CACHE_HITS}))
     print(f"[tenants] alice revoked by playbooks/door.yml in {time.monotonic() - started:.1f} s")
     assert rc == 0, out[-4000:]
     assert (answers(keys["alice"]), answers(keys["bob"])) == (401, 200)
