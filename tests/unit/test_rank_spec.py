@@ -1,5 +1,5 @@
-"""A rank's spec, mounts, configuration hash and rank file (module_utils/rank_spec.py): the hash is the one Ansible's
-own filters computed before (running containers carry it as a label)."""
+"""A rank's spec, mounts, configuration hash and rank file (module_utils/rank_spec.py) and its module
+vllm_rank_spec: the hash is the one Ansible's own filters computed before (running containers carry it as a label)."""
 
 import dataclasses
 import hashlib
@@ -7,9 +7,12 @@ import json
 
 import pytest
 from ansible.module_utils.rank_spec import RankInputs, config_hash, key_digest, render, tuned_tables
+from ansible.modules import vllm_rank_spec
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
+
+from tests.module_harness import run_module
 
 KEY_TEXT = "sk-engine-0123456789abcdef\n\n"
 CACHE = "/var/lib/spark-serve/vllm-cache/84e8fdf1c40d26f0"
@@ -187,3 +190,39 @@ def test_tuned_tables_keep_the_controller_path_for_the_copy():
     assert tuned_tables(FOUND[1:]) == [
         {"name": "E=512,N=320,device_name=NVIDIA_GB10.json", "path": FOUND[1]["path"], "checksum": "a" * 40}
     ]
+
+
+def test_the_module_returns_the_hash_never_the_key_or_its_digest(key_file):
+    inputs = rank("spark-a", 0, 2, key_file)
+    result = run_module(vllm_rank_spec, dataclasses.asdict(inputs))
+    assert not result["failed"] and result["changed"] is False, result
+    assert result["config_hash"] == render(inputs, key_digest(KEY_TEXT))["config_hash"]
+    assert result["spec"]["api_key"] is True and result["rank_file"]["env_file"] == ["secrets.env"]
+    shown = json.dumps(result)
+    assert key_digest(KEY_TEXT) not in shown and KEY_TEXT.strip() not in shown
+
+
+def test_the_module_runs_whole_in_check_mode(key_file):
+    inputs = rank("spark-a", 0, 1, key_file)
+    result = run_module(vllm_rank_spec, dataclasses.asdict(inputs), check_mode=True)
+    assert result["config_hash"] == render(inputs, key_digest(KEY_TEXT))["config_hash"], "a dry run shows the same hash"
+
+
+def test_a_worker_never_reads_the_key_file(tmp_path):
+    inputs = rank("spark-b", 1, 2, str(tmp_path / "absent"))
+    result = run_module(vllm_rank_spec, dataclasses.asdict(inputs))
+    assert not result["failed"] and result["config_hash"] == render(inputs, "")["config_hash"], result
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(None, "cannot be read (No such file or directory)"), (b"sk-\xff\xfe", "is not UTF-8 text")],
+    ids=["missing", "not utf-8"],
+)
+def test_an_unreadable_key_fails_naming_the_file_never_its_bytes(tmp_path, content, reason):
+    path = tmp_path / "engine-key"
+    if content is not None:
+        path.write_bytes(content)
+    result = run_module(vllm_rank_spec, dataclasses.asdict(rank("spark-a", 0, 1, str(path))))
+    assert result["failed"] and result["msg"] == f"{path}: the engine's key file {reason}", result
+    assert "xff" not in result["msg"] and "sk-" not in json.dumps(result)
