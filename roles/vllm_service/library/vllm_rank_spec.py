@@ -65,6 +65,12 @@ options:
         digest goes into the hash. Empty = no key.
     type: str
     default: ""
+  engine_key_made:
+    description:
+      - Whether I(engine_key_file) must exist. False before the first deploy made it (validation, check mode), when a
+        missing file hashes as no key and the deploy that makes it restarts the ranks.
+    type: bool
+    default: true
   hf_cache_dir:
     description: The node's Hugging Face cache, mounted read-only at C(HF_HOME).
     type: str
@@ -150,6 +156,7 @@ tuned_tables:
   elements: dict
 """
 
+import os
 from dataclasses import fields
 
 from ansible.module_utils.basic import AnsibleModule
@@ -168,6 +175,7 @@ ARGUMENT_SPEC = {
     "container_overrides": {"type": "dict", "default": {}},
     "restart": {"type": "str", "required": True},
     "engine_key_file": {"type": "str", "default": ""},
+    "engine_key_made": {"type": "bool", "default": True},
     "hf_cache_dir": {"type": "str", "required": True},
     "engine_cache_dir": {"type": "str", "required": True},
     "overlays": {"type": "list", "elements": "dict", "default": []},
@@ -192,7 +200,8 @@ def read_key(module, path):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     inputs = RankInputs(**{field.name: module.params[field.name] for field in fields(RankInputs)})
-    digest = key_digest(read_key(module, inputs.engine_key_file)) if inputs.api_key else ""
+    made = module.params["engine_key_made"] or os.path.exists(inputs.engine_key_file)
+    digest = key_digest(read_key(module, inputs.engine_key_file)) if inputs.api_key and made else ""
     module.exit_json(changed=False, **render(inputs, digest))
 
 
