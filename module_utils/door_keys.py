@@ -22,7 +22,7 @@ def key_violations(field, path, text):
     """Why the key file `path` cannot be a door key (empty: it can)."""
     if text is None:
         return [
-            f"{field}={path}: no such file on the controller (rule: a key is read from a file there; create it "
+            f"{field}={path}: no such file on the controller (rule: the key is read from a file there; create it "
             f"once: `umask 077; openssl rand -hex 32 > {path}`)"
         ]
     if not KEY.match(text.strip()):

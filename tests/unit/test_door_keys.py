@@ -109,7 +109,7 @@ def test_the_module_reads_the_files_and_returns_digests_never_a_key(tmp_path):
     assert [entry["sha256"] for entry in result["entries"]] == [digest(OPERATOR_KEY), digest(ALICE_KEY)]
     assert result["revoked"] == ["carol"]
     assert result["violations"] == [
-        f"front_door_tenants[1].key_file={tmp_path / 'missing'}: no such file on the controller (rule: a key is read "
+        f"front_door_tenants[1].key_file={tmp_path / 'missing'}: no such file on the controller (rule: the key is read "
         f"from a file there; create it once: `umask 077; openssl rand -hex 32 > {tmp_path / 'missing'}`)"
     ]
     assert OPERATOR_KEY not in str(result) and ALICE_KEY not in str(result)
