@@ -3,7 +3,7 @@
 # (Ansible's way in) with dockerd as a sysvinit service (so `service docker restart` works as on a node).
 # On every start after the first (`docker restart`, the test bed's reboot) it also does what a Spark's boot does with
 # what the roles left behind: the CX-7 netdev is there under its name, netplan gives it the address and MTU of the
-# roles' netplan file, the fabric firewall's boot unit loads its table, and the services a role enabled start.
+# roles' netplan file, the fabric firewall's and the door guard's boot units load their tables, and the services a role enabled start.
 set -eu
 mount -o remount,rw /sys 2>/dev/null || true
 for ctrl in /sys/fs/cgroup/*; do
@@ -42,6 +42,9 @@ fi
 # roles/fabric_firewall's boot unit (spark-serve-fabric-firewall.service), which runs before Docker.
 rules=/etc/spark-serve/fabric-firewall.nft
 [ ! -f "$rules" ] || nft -f "$rules"
+# roles/front_door's boot unit (spark-serve-door-guard.service): only nginx and root reach vLLM's port on loopback.
+guard=/etc/spark-serve/front-door-guard.nft
+[ ! -f "$guard" ] || nft -f "$guard"
 # Every sysvinit service enabled for runlevel 3 (docker; nginx once roles/front_door enabled it); sshd runs below.
 for script in /etc/rc3.d/S*; do
   case "$script" in *ssh) continue ;; esac
