@@ -3,7 +3,8 @@
 # (Ansible's way in) with dockerd as a sysvinit service (so `service docker restart` works as on a node).
 # On every start after the first (`docker restart`, the test bed's reboot) it also does what a Spark's boot does with
 # what the roles left behind: the CX-7 netdev is there under its name, netplan gives it the address and MTU of the
-# roles' netplan file, the fabric firewall's and the door guard's boot units load their tables, and the services a role enabled start.
+# roles' netplan file, the fabric firewall's and the door guard's boot units load their tables, and the services a
+# role enabled start.
 set -eu
 mount -o remount,rw /sys 2>/dev/null || true
 for ctrl in /sys/fs/cgroup/*; do
