@@ -433,6 +433,7 @@ from vllm.platforms.cpu import CpuPlatform
 config = mock.MagicMock()
 config.device_config.device_type = "cpu"
 config.lora_config = None
+config.model_config.use_mla = False  # a mock is truthy: without AMX the MLA branch would compare two mocks
 CpuPlatform.check_and_update_config(config)
 print("start method:", os.environ["VLLM_WORKER_MULTIPROC_METHOD"])
 """
