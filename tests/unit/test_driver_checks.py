@@ -5,13 +5,10 @@ import pytest
 from ansible.modules import nvidia_driver_check
 
 from tests.module_harness import run_module
+from tests.probe_results import ran
 
 PACKAGE = "nvidia-driver-580-open"
 HINT = " - the driver package changed in this run: reboot the node to load it"
-
-
-def ran(*lines, rc=0, stderr=""):
-    return {"rc": rc, "stdout": "\n".join(lines), "stdout_lines": list(lines), "stderr": stderr}
 
 
 def judge(**changes):

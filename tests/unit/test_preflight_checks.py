@@ -9,6 +9,7 @@ from ansible.module_utils.preflight_checks import logind_order
 from ansible.modules import spark_preflight_check
 
 from tests.module_harness import run_module
+from tests.probe_results import ran
 
 SETTINGS = {
     "architecture": "aarch64",
@@ -42,10 +43,6 @@ def read(*files):
         {"item": item, "content": base64.b64encode(text.encode()).decode()} if text is not None else {"item": item}
         for item, text in files
     ]
-
-
-def ran(*lines, rc=0, stderr=""):
-    return {"rc": rc, "stdout": "\n".join(lines), "stdout_lines": list(lines), "stderr": stderr}
 
 
 def probes(**changes):

@@ -6,13 +6,10 @@ from ansible.module_utils.toolkit_checks import upstream_version
 from ansible.modules import container_toolkit_check
 
 from tests.module_harness import run_module
+from tests.probe_results import ran
 
 PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base"]
 DAEMON = {"host_info": {"Runtimes": {"io.containerd.runc.v2": {}, "nvidia": {}, "runc": {}}, "DefaultRuntime": "runc"}}
-
-
-def ran(*lines, rc=0, stderr=""):
-    return {"rc": rc, "stdout": "\n".join(lines), "stdout_lines": list(lines), "stderr": stderr}
 
 
 def judge(**changes):
