@@ -9,7 +9,9 @@ description:
   - Each replica is an inventory of its own (a single Spark, a pair or a quad, with its own profile, records, gate
     and rollback); this module runs that inventory's C(site.yml) as a user would, from the project root.
   - I(mode=validate) runs every replica's C(site.yml --tags validate) and fails listing every replica that is
-    refused, before any host changes.
+    refused, before any host changes. With I(certificates) it then issues every replica's door certificate on the
+    controller (C(playbooks/door-certificate.yml), no node reached), so that the fleet's CA permits every door's
+    names before the router takes its copy.
   - I(mode=rollout) takes the replicas in order. A replica the router routes to is removed from it, and the module
     waits (at most I(drain_timeout_s)) until the replica's door reports no running or waiting request
     (C(vllm:num_requests_running), C(vllm:num_requests_waiting) in its /metrics). Then the replica's own
@@ -23,7 +25,7 @@ description:
     read-only. It fails when the router or any replica is not well, after reporting all of them.
   - In check mode, I(mode=rollout) changes nothing; it runs each replica's C(site.yml --check --diff) (the same tags
     and variables) and returns how many tasks each would change, its log holding the diff; the router is not
-    called. I(mode=validate) and I(mode=status) are read-only anyway.
+    called. I(mode=validate) issues no certificate; I(mode=status) is read-only anyway.
   - Each replica run's output is kept in I(log_dir)/<replica>.log (C(<replica>-check.log) in check mode).
   - A replica list with problems (no name, no inventory folder, a URL that is not https, a repeated name) is
     refused listing every problem, before any replica runs.
@@ -76,6 +78,12 @@ options:
     description: Longest one replica's C(site.yml) may run.
     type: float
     default: 3600
+  certificates:
+    description:
+      - In I(mode=validate), issue every replica's door certificate on the controller after the checks pass (the run
+        goes on to start the router, which takes its copy of the fleet's CA then).
+    type: bool
+    default: false
 author:
   - spark-serve
 """
@@ -173,18 +181,19 @@ def ansible_playbook():
     return os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 
-def run_site(module, replica, extra_args, log_name, timeout_s):
-    """The replica's own site.yml from the project root: (ok, reason, log path)."""
+def run_site(module, replica, extra_args, log_name, timeout_s, book="site.yml"):
+    """The replica's own site.yml (or another of the project's playbooks) from the project root: (ok, reason, log
+    path)."""
     params = module.params
     log_path = os.path.join(params["log_dir"], f"{log_name}.log")
-    command = [ansible_playbook(), "site.yml", "-i", replica["inventory"], *extra_args]
+    command = [ansible_playbook(), book, "-i", replica["inventory"], *extra_args]
     with open(log_path, "w", encoding="utf-8") as log:
         try:
             rc = subprocess.run(
                 command, cwd=params["project_dir"], stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
             ).returncode
         except subprocess.TimeoutExpired:
-            return False, f"its site.yml ran over {timeout_s:.0f} s (log {log_path})", log_path
+            return False, f"its {book} ran over {timeout_s:.0f} s (log {log_path})", log_path
     if rc == 0:
         return True, "", log_path
     return False, f"{first_failure(log_path)} (log {log_path})", log_path
@@ -296,7 +305,23 @@ def validate(module, extra):
             + "; ".join(f"replica {name}: {text.splitlines()[0]}" for name, text in refused.items()),
             refused=refused,
         )
-    module.exit_json(changed=False, refused={}, heads=head_addresses(module))
+    heads = head_addresses(module)
+    module.exit_json(changed=issue_certificates(module, extra), refused={}, heads=heads)
+
+
+def issue_certificates(module, extra):
+    """Every replica's door certificate issued on the controller (playbooks/door-certificate.yml, no node reached),
+    so that the CA they share permits every replica's names before the router takes its copy; whether any run
+    changed a file. Only when the run goes on to the router (I(certificates)), never in check mode."""
+    changed = False
+    wanted = module.params["certificates"] and not module.check_mode
+    for replica in module.params["replicas"] if wanted else []:
+        book = "playbooks/door-certificate.yml"
+        ok, reason, log_path = run_site(module, replica, extra, f"{replica['name']}-certificate", 600, book)
+        if not ok:
+            module.fail_json(msg=f"replica {replica['name']}: its door certificate was not issued: {reason}")
+        changed |= changed_tasks(log_path) > 0
+    return changed
 
 
 def head_addresses(module):
@@ -434,6 +459,7 @@ def main():
             replica_extra_vars=dict(type="dict", default={}),
             drain_timeout_s=dict(type="float", default=300),
             deploy_timeout_s=dict(type="float", default=3600),
+            certificates=dict(type="bool", default=False),
         ),
         required_if=[("mode", "rollout", ("router_url", "ca_file")), ("mode", "status", ("router_url", "ca_file"))],
         supports_check_mode=True,

@@ -263,6 +263,28 @@ def test_the_module_refuses_a_bad_replica_list_before_running_anything(tmp_path,
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.parametrize("certificates", [True, False], ids=["router-follows", "validate-alone"])
+def test_validation_issues_every_replicas_door_certificate_only_when_the_router_follows(
+    tmp_path, stand_in_playbook, certificates
+):
+    """Before the router takes its copy of the fleet's CA, every replica's certificate is issued on the controller
+    (the CA then permits every door's names); a validation alone (--tags validate) issues none."""
+    for inventory in ("inv-a", "inv-b"):
+        (tmp_path / inventory).mkdir()
+    replicas = [{"name": n, "inventory": f"inv-{n}", "url": f"https://127.0.0.1:84{i}3"} for i, n in enumerate("ab")]
+    args = dict(replicas=replicas, mode="validate", project_dir=str(tmp_path), log_dir=str(tmp_path / "logs"),
+                certificates=certificates)  # fmt: skip
+    with mock.patch.object(vllm_fleet, "ansible_playbook", return_value=str(stand_in_playbook)):
+        result = run_module(vllm_fleet, args)
+    assert not result["failed"], result
+    assert result["heads"] == {"a": "127.0.0.1", "b": "127.0.0.1"}
+    issued = sorted(path.name for path in (tmp_path / "logs").glob("*-certificate.log"))
+    assert issued == (["a-certificate.log", "b-certificate.log"] if certificates else [])
+    for log in issued:
+        argv = json.loads((tmp_path / "logs" / log).read_text().split("argv ", 1)[1].splitlines()[0])
+        assert argv == ["playbooks/door-certificate.yml", "-i", f"inv-{log[0]}"], argv
+
+
 def test_status_reports_the_routers_view_beside_every_replica_and_fails_naming_the_unwell(tmp_path, stand_in_playbook):
     a, b = fake_replica(2), fake_replica(0)
     router = FakeRouter([a.url])
