@@ -87,6 +87,7 @@ ARGUMENT_SPEC = dict(
     ),
     memory_profile=dict(type="dict"),
     memory_wait_s=dict(type="float", default=20),
+    wipe_cache_dir=dict(type="str", default=""),
 )
 
 
@@ -292,6 +293,8 @@ class ActionModule(ActionBase):
             rank.open()
         started = time.monotonic()
         refusal = self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
+        if not refusal and args["wipe_cache_dir"]:
+            refusal = self.wipe_cache(ranks, args["wipe_cache_dir"])
         if not refusal and args["memory_profile"]:
             refusal = self.memory_problem(ranks, memory_plan(args["memory_profile"]), args["memory_wait_s"])
         if refusal:
@@ -507,6 +510,24 @@ class ActionModule(ActionBase):
                 f"this service's containers: {out.strip()} -- stop that process first; no rank was started"
             )
         return ""
+
+    @staticmethod
+    def wipe_cache(ranks, folder):
+        """Every stopped rank's vLLM compile cache emptied (a watchdog trip made it untrusted); a refusal naming the
+        nodes where that failed, or ''."""
+        display.display(f"[vllm] the watchdog tripped since the last start: emptying {folder} on every rank")
+        quoted = shlex.quote(folder)
+        wipe = f"[ ! -d {quoted} ] || find {quoted} -mindepth 1 -delete"
+        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:
+            answers = list(pool.map(lambda rank: rank.run(wipe), ranks))
+        failed = [
+            f"{rank.label}: {(err or out).strip()[-300:]}"
+            for rank, (rc, out, err) in zip(ranks, answers, strict=True)
+            if rc
+        ]
+        return (
+            f"vLLM's compile cache could not be emptied -- {'; '.join(failed)}; no rank was started" if failed else ""
+        )
 
     @staticmethod
     def memory_problem(ranks, plan, wait_s):

@@ -163,6 +163,12 @@ options:
     description: Seconds a shortfall is looked at again (memory an exited engine held may take a moment to return).
     type: float
     default: 20
+  wipe_cache_dir:
+    description:
+      - vLLM's compile cache folder on every node, emptied once every rank is stopped and before any starts (the
+        watchdog tripped since, so what that engine wrote there is never loaded again). Empty to keep the cache.
+    type: str
+    default: ""
 author:
   - spark-serve
 """

@@ -100,11 +100,16 @@ def test_stale_containers_and_port_squatters_are_replaced_and_the_start_warms_up
 def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto_restarted(deployed):
     """(d) vLLM's /health stays 200 with a dead worker: status.yml must say so at once, the head's watchdog must make
     the service visibly unhealthy (the head stopped, /health failing) without anyone running a playbook, and with
-    the profile's auto_restart (the testbed profile sets it) serve again within one load time. The no-op rerun test
-    that follows then proves that an auto-restarted pair is what the profile renders: nothing restarts."""
+    the profile's auto_restart (the testbed profile sets it) serve again within one load time, every rank's compile
+    cache wiped first (a file planted there is gone). The no-op rerun test that follows then proves that an
+    auto-restarted pair is what the profile renders: nothing restarts."""
     sf.ensure_serving()
     _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
     assert json.loads(config)["armed"] is True and json.loads(config)["auto_restart"] is True, config
+    cache = json.loads(config)["engine_cache_dir"]
+    planted = f"{cache}/written-by-the-engine-that-trips"
+    for index in range(2):  # what the tripped engine left in vLLM's compile cache, on each rank
+        assert node_exec(index, f"mkdir -p {cache} && touch {planted}")[0] == 0
     load_s = sf.last_load_s()
     result = sf.kill_worker_under_the_watchdog(while_dead=lambda: playbook("playbooks/status.yml"))
     rc, out = result["while_dead"]
@@ -126,6 +131,8 @@ def test_a_dead_worker_after_ready_is_reported_made_visible_within_15_s_and_auto
     assert restarted["event"] == "auto-restart ready", restarted
     assert restarted["seconds"] < load_s + 30, "one load, plus the stops and a generation"
     assert result["serving_again_s"] is not None and len(result["running"]) == 2, result
+    left = [node_exec(index, f"ls {planted} {cache}.untrusted 2>/dev/null")[1].strip() for index in range(2)]
+    assert left == ["", ""], f"the restart loaded a tripped engine's compile cache again: {left}"
 
 
 def test_a_busy_service_is_never_stopped_by_the_watchdog(serving, monitored):

@@ -55,6 +55,7 @@ class Node:
         self.seen = 0
         self.probes = []
         self.meminfo = "MemTotal:       124000000 kB\nMemAvailable:   120000000 kB\n"
+        self.wipe_answer = (0, "", "")
 
 
 @pytest.fixture()
@@ -76,6 +77,9 @@ def nodes(monkeypatch):
             return 0, node.listeners, ""
         if command.startswith("for c in $(docker ps -q)"):
             return 0, "/other-engine 4242\n", ""
+        if command.startswith("[ ! -d /var/lib/spark-serve/vllm-cache/"):
+            events.append((rank.host, "wipe"))
+            return node.wipe_answer
         if command.startswith("docker rm -f"):
             events.append((rank.host, command.split()[3]))
             return 0, "", ""
@@ -291,6 +295,42 @@ def test_a_node_short_of_memory_is_refused_naming_both_numbers_before_any_rank_s
     assert "rank 1 (spark-b): 57.2 GiB of memory available (MemAvailable), the profile takes 90.8 GiB" in message
     assert "gpu_memory_utilization 0.7 x 118.3 GiB + 8 GiB margin" in message and "spark-a" not in message
     assert not [e for e in events if e[1] == "up"]
+
+
+CACHE = "/var/lib/spark-serve/vllm-cache/0123456789abcdef"
+
+
+def test_after_a_watchdog_trip_every_ranks_compile_cache_is_emptied_once_all_are_down(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "200", READY)])
+    cluster["spark-b"] = Node([("running", 0, "-", READY)])
+    result = action(pair_args(tmp_path, wipe_cache_dir=CACHE)).run(task_vars={})
+    assert result["ready"] is True, result
+    wiped = [events.index((host, "wipe")) for host in ("spark-a", "spark-b")]
+    assert max(events.index((host, "down")) for host in ("spark-a", "spark-b")) < min(wiped), "every rank down first"
+    assert max(wiped) < min(i for i, e in enumerate(events) if e[1] == "up"), "before any rank starts"
+
+
+def test_a_cache_that_cannot_be_emptied_starts_no_rank_and_names_the_node(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "200", READY)])
+    cluster["spark-b"] = Node([("running", 0, "-", READY)])
+    cluster["spark-b"].wipe_answer = (1, "", "find: cannot delete: Read-only file system")
+    result = action(pair_args(tmp_path, wipe_cache_dir=CACHE)).run(task_vars={})
+    assert result["failed"] and not result["ready"]
+    assert result["msg"] == (
+        "vLLM's compile cache could not be emptied -- rank 1 (spark-b): find: cannot delete: Read-only file system; "
+        "no rank was started"
+    )
+    assert not [e for e in events if e[1] == "up"]
+
+
+def test_without_a_trip_the_cache_is_kept(nodes, tmp_path):
+    cluster, events = nodes
+    cluster["spark-a"] = Node([("running", 0, "200", READY)])
+    cluster["spark-b"] = Node([("running", 0, "-", READY)])
+    assert action(pair_args(tmp_path)).run(task_vars={})["ready"] is True
+    assert not [e for e in events if e[1] == "wipe"]
 
 
 def test_check_mode_runs_nothing_but_still_validates_the_arguments(nodes, tmp_path):

@@ -4,9 +4,11 @@ local OpenAI-style endpoint."""
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import certifi
 import pytest
@@ -65,7 +67,7 @@ def node(monkeypatch):
     answers = {
         "head": "running 2026-12-02T03:00:00Z",
         "unreachable": set(),
-        "peer": {"stop": (0, ""), "start": (0, ""), "state": (0, "running")},
+        "peer": {"stop": (0, ""), "start": (0, ""), "state": (0, "running"), "wipe-cache": (0, "")},
         "on_up": lambda: None,
     }
     calls = []
@@ -90,6 +92,9 @@ def node(monkeypatch):
             return 0, argv[-1]
         if argv[:2] == ["docker", "logs"]:
             return 0, "ERROR engine core failed: the head's last words"
+        if argv[0] == "find":  # the head's own cache is wiped for real (a folder under tmp_path)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+            return done.returncode, done.stdout + done.stderr
         raise AssertionError(argv)
 
     monkeypatch.setattr(watchdog, "run", run)
@@ -527,9 +532,10 @@ def restart_config(tmp_path, port, **extra):
 
 
 def actions(calls):
-    """The restart's steps in order: worker commands over SSH and the head's compose verbs."""
+    """The restart's steps in order: worker commands over SSH, the head's compose verbs and its cache's wipe."""
     verb = {True: "up", False: "down"}
-    return [c[-1] if c[0] == "ssh" else verb["up" in c] if c[1] == "compose" else c[1] for c in calls]
+    return [c[-1] if c[0] == "ssh" else c[0] if c[0] == "find" else verb["up" in c] if c[1] == "compose" else c[1]
+            for c in calls]  # fmt: skip
 
 
 def test_auto_restart_restarts_in_the_deploys_order_and_rearms(tmp_path, node, endpoint):
@@ -562,6 +568,55 @@ def test_a_failed_auto_restart_leaves_every_rank_stopped(tmp_path, node, endpoin
     calls.clear()
     assert watchdog.look(restart_config(tmp_path, endpoint["port"])) == []
     assert [c[:2] for c in calls] == [["docker", "inspect"]], "it only looks: it acts once"
+
+
+def compile_cache(tmp_path):
+    """The head's vLLM compile cache for one image, holding what the engine compiled."""
+    folder = tmp_path / "vllm-cache" / "0123456789abcdef"
+    (folder / "torch_compile_cache").mkdir(parents=True)
+    (folder / "torch_compile_cache" / "graph.py").write_text("compiled = True\n")
+    return folder
+
+
+def test_a_trip_wipes_every_ranks_compile_cache_before_the_restart(tmp_path, node, endpoint):
+    """What a tripped engine wrote to the compile cache is never loaded again: every rank stopped, then every
+    rank's cache emptied (the workers' by their rank control), then the start; the mark is cleared."""
+    answers, calls = node
+    endpoint["status"] = 500
+    answers["on_up"] = lambda: endpoint.update(status=200)
+    cache = compile_cache(tmp_path)
+    cfg = restart_config(tmp_path, endpoint["port"], engine_cache_dir=str(cache))
+    assert watchdog.look(cfg) == ["a generation failed with HTTP 500"]
+    steps = [a for a in actions(calls) if a in ("stop", "down", "wipe-cache", "find", "start", "up")]
+    assert steps == ["stop", "stop", "down", "wipe-cache", "find", "start", "up"], steps
+    assert cache.is_dir() and list(cache.iterdir()) == [], "the folder stays, emptied"
+    assert not Path(f"{cache}.untrusted").exists()
+    assert events(tmp_path)[-1]["event"] == "auto-restart ready"
+
+
+def test_without_auto_restart_a_trip_marks_the_cache_for_the_next_deploy(tmp_path, node, endpoint):
+    """The workers cannot be reached without the restart path: the head's mark tells the next deploy's start to
+    empty every rank's cache (library/vllm_staged_start.py, wipe_cache_dir); nothing is wiped under a rank."""
+    _, calls = node
+    endpoint["status"] = 500
+    cache = compile_cache(tmp_path)
+    assert watchdog.look(config(tmp_path, endpoint["port"], engine_cache_dir=str(cache))) != []
+    assert Path(f"{cache}.untrusted").read_text().startswith("20")
+    assert (cache / "torch_compile_cache" / "graph.py").exists()
+    assert not [c for c in calls if c[0] == "find"]
+
+
+def test_a_cache_a_worker_cannot_empty_fails_the_restart_and_keeps_the_mark(tmp_path, node, endpoint):
+    answers, calls = node
+    endpoint["status"] = 500
+    answers["peer"]["wipe-cache"] = (4, "the rank still runs")
+    cache = compile_cache(tmp_path)
+    assert watchdog.look(restart_config(tmp_path, endpoint["port"], engine_cache_dir=str(cache))) != []
+    failed = events(tmp_path)[-1]
+    assert failed["event"] == "auto-restart failed"
+    assert failed["problem"] == "could not wipe vLLM's compile cache: node-1: the rank still runs"
+    assert "start" not in actions(calls) and "up" not in actions(calls), "no rank started on an untrusted cache"
+    assert Path(f"{cache}.untrusted").exists()
 
 
 def test_auto_restart_warms_up_like_the_deploy_before_its_generation(tmp_path, node, endpoint):

@@ -20,9 +20,11 @@ begins a new count, and the head is read once more before acting: a head restart
 On a problem it makes the service visibly unhealthy by stopping the head (its /health then fails for clients and
 load balancers), prints one event line (the journal keeps it; printed even when the record folder cannot be
 written) and appends it to the node's record folder. With the profile's `auto_restart`, it then restarts the whole
-service in the deploy's order: every rank stopped, the workers started (over SSH with a key that may only run the
-node's spark-serve-rank-control), then the head; the service must answer the profile's warm-up and a generation
-within the load time, else every rank is stopped again (the head's last log lines are kept). A restart waits until
+service in the deploy's order: every rank stopped, every rank's vLLM compile cache wiped (what a tripped engine
+wrote there is never loaded again; without auto_restart the next deploy's start wipes it), the workers started (over
+SSH with a key that may only run the node's spark-serve-rank-control), then the head; the service must answer the
+profile's warm-up and a generation within the load time, else every rank is stopped again (the head's last log
+lines are kept). A restart waits until
 every worker answers (its SSH, its Docker daemon, its fast link at the fabric's MTU): after a power cut the head
 finds its own engine down while a worker may still boot; each look tries again, and the wait is recorded once. It
 acts once per fault and restarts at most `auto_restart_max` times between two deploys: the role resets its state
@@ -384,9 +386,40 @@ def trip(config, started_at, problems, recover):
             **({"router_remove": routed} if routed else {}),
         },
     )
+    mark_cache_untrusted(config)
     rc, out = run(["docker", "stop", "--time", "10", config["container"]], timeout=60)
     if rc != 0:
         record(config, {"event": "stop failed", "container": config["container"], "detail": out})
+
+
+def untrusted_mark(config):
+    return config["engine_cache_dir"].rstrip("/") + ".untrusted"
+
+
+def mark_cache_untrusted(config):
+    """What the tripped engine wrote to vLLM's compile cache is not to be loaded again: a mark beside the head's
+    folder for the next deploy's start (without auto_restart), cleared once every rank's folder is wiped. A mark that
+    cannot be written never keeps the head from being stopped."""
+    if not config.get("engine_cache_dir"):
+        return
+    try:
+        with open(untrusted_mark(config), "w", encoding="utf-8") as mark:
+            mark.write(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+    except OSError as error:
+        print(f"spark-serve-watchdog: could not mark the compile cache untrusted: {error}", flush=True)
+
+
+def wipe_caches(config):
+    """After a trip, every rank stopped: every rank's compile cache emptied, then the mark cleared; the failures."""
+    folder = config.get("engine_cache_dir")
+    if not folder:
+        return []
+    failures = on_every_worker(config, "wipe-cache")
+    rc, out = run(["find", folder, "-mindepth", "1", "-delete"], timeout=300)
+    failures += [] if rc == 0 or not os.path.isdir(folder) else [f"head: {out}"]
+    if not failures and os.path.exists(untrusted_mark(config)):
+        os.remove(untrusted_mark(config))
+    return failures
 
 
 def peer_command(config, peer, command, timeout=120):
@@ -440,6 +473,9 @@ def stop_all(config):
 def restart_problem(config):
     """The deploy's staged order, all ranks at once: None once a generation answers within load_timeout_s."""
     failures = stop_all(config)
+    wiped = wipe_caches(config) if not failures else []
+    if wiped:
+        return "could not wipe vLLM's compile cache: " + "; ".join(wiped)
     failures += on_every_worker(config, "start")
     if failures:
         return "could not restart: " + "; ".join(failures)
