@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from jinja2.nativetypes import NativeEnvironment
 
-from tests.runner import BIN, run
+from tests.runner import ansible_playbook_argv, run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "schemas" / "profile.schema.json").read_text())
@@ -136,7 +136,7 @@ def validate_argv(inventory, state):
     """`ansible-playbook site.yml --check --tags validate` on `inventory` (None: the default one), writing under
     `state` as its controller folder."""
     chosen = ["-i", str(inventory)] if inventory else []
-    playbook = [str(BIN / "ansible-playbook"), "site.yml", "--check", "--tags", "validate"]
+    playbook = ansible_playbook_argv("site.yml", "--check", "--tags", "validate")
     return [*playbook, *chosen, "-e", f"spark_serve_controller_dir={state}"]
 
 

@@ -43,6 +43,17 @@ def run(args, timeout=900, env=None, path_prefix=(), **kwargs):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def ansible_playbook_argv(*args):
+    """This virtualenv's ansible-playbook with `args` (a playbook, -i, -e, ...): the one command line every test,
+    benchmark and the demo runs a playbook with."""
+    return [str(BIN / "ansible-playbook"), *map(str, args)]
+
+
+def ansible_playbook(*args, timeout=900, **kwargs):
+    """(rc, combined output) of ansible-playbook with `args`, run from the project root as run() runs a command."""
+    return run(ansible_playbook_argv(*args), timeout=timeout, **kwargs)
+
+
 def write_api_key(controller_dir):
     """The API key file the real inventories name (<spark_serve_controller_dir>/api-key), as a user creates it."""
     controller_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests.runner import BIN, command_env
+from tests.runner import ansible_playbook_argv, command_env
 
 
 def main():
@@ -22,7 +22,7 @@ def main():
     for run in range(1, runs + 1):
         started = time.monotonic()
         proc = subprocess.run(
-            [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "site.yml", "--tags", "prepare"],
+            ansible_playbook_argv("-i", "inventories/testbed-pair", "site.yml", "--tags", "prepare"),
             cwd=ROOT,
             env=command_env(),
             capture_output=True,

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.runner import BIN, run, write_api_key
+from tests.runner import ansible_playbook_argv, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -13,8 +13,7 @@ pytestmark = pytest.mark.playbook
 def test_spark_quad_validates_with_rank_flags_for_four_nodes(tmp_path):
     write_api_key(tmp_path)
     rc, out = run(
-        [
-            str(BIN / "ansible-playbook"),
+        ansible_playbook_argv(
             "site.yml",
             "-i",
             "inventories/spark-quad",
@@ -22,7 +21,7 @@ def test_spark_quad_validates_with_rank_flags_for_four_nodes(tmp_path):
             "validate",
             "-e",
             f"spark_serve_controller_dir={tmp_path}",
-        ]
+        )
     )
     assert rc == 0, out
     flags = r"--nnodes 4 --node-rank (\d) --master-addr 192\.168\.100\.10 --master-port 29501( --headless)?"

@@ -8,7 +8,7 @@ import pytest
 from ansible import constants as C
 
 from tests.profiles import ROOT
-from tests.runner import run, write_api_key
+from tests.runner import ansible_playbook, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -16,18 +16,8 @@ pytestmark = pytest.mark.playbook
 def validate(inventory, state):
     """`site.yml --check --tags validate`, with the API key file the real inventories name already created."""
     write_api_key(state)
-    return run(
-        [
-            "ansible-playbook",
-            "site.yml",
-            "-i",
-            inventory,
-            "--check",
-            "--tags",
-            "validate",
-            "-e",
-            f"spark_serve_controller_dir={state}",
-        ]
+    return ansible_playbook(
+        "site.yml", "-i", inventory, "--check", "--tags", "validate", "-e", f"spark_serve_controller_dir={state}"
     )
 
 

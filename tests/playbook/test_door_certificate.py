@@ -6,7 +6,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.runner import BIN, run
+from tests.runner import ansible_playbook
 
 pytestmark = pytest.mark.playbook
 
@@ -21,7 +21,7 @@ def issue(tmp_path, *extra, head="spark-a", address=None):
     local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
     hosts = {head: dict(local, **({"ansible_host": address} if address else {})), "localhost": local}
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    return run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(book), *extra], timeout=300)
+    return ansible_playbook("-i", str(inventory), str(book), *extra, timeout=300)
 
 
 def openssl(*args):

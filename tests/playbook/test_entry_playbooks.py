@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.profiles import local_inventory, site_check
-from tests.runner import BIN, run
+from tests.runner import ansible_playbook_argv, run
 
 pytestmark = pytest.mark.playbook
 
@@ -43,7 +43,7 @@ def unreachable_inventory(tmp_path, profile_name, overrides):
 def entry_run(tmp_path, playbook, profile_name, overrides, extra_vars=None):
     inv = unreachable_inventory(tmp_path, profile_name, overrides)
     state = tmp_path / "state"
-    argv = [str(BIN / "ansible-playbook"), f"playbooks/{playbook}.yml", "--check", "-i", str(inv)]
+    argv = ansible_playbook_argv(f"playbooks/{playbook}.yml", "--check", "-i", str(inv))
     extra = ["-e", json.dumps(extra_vars)] if extra_vars else []
     rc, out = run([*argv, "-e", f"spark_serve_controller_dir={state}", *extra], timeout=120)
     return rc, out, state

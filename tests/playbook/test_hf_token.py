@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.runner import BIN, ROOT, run
+from tests.runner import ROOT, ansible_playbook
 
 pytestmark = pytest.mark.playbook
 
@@ -83,7 +83,7 @@ def run_download(tmp_path, endpoint, token_file, *extra):
     inventory = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": local}}}))
-    return run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(book), *extra], timeout=300)
+    return ansible_playbook("-i", str(inventory), str(book), *extra, timeout=300)
 
 
 def hub_requests(log):

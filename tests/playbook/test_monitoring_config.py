@@ -5,7 +5,7 @@ reaches any node."""
 import pytest
 import yaml
 
-from tests.runner import BIN, ROOT, promtool, run
+from tests.runner import ROOT, ansible_playbook, promtool
 
 pytestmark = pytest.mark.playbook
 
@@ -36,7 +36,7 @@ def render(tmp_path, **variables):
     (tmp_path / "render.yml").write_text(yaml.safe_dump([play], sort_keys=False))
     local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"localhost": local}}}))
-    rc, out = run([str(BIN / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "render.yml")])
+    rc, out = ansible_playbook("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "render.yml"))
     assert rc == 0, out[-3000:]
     return {name: yaml.safe_load((tmp_path / name).read_text()) for name in ("prometheus.yml", "alertmanager.yml")}
 
@@ -76,6 +76,6 @@ def test_the_rendered_configuration_passes_promtool_and_names_every_target(tmp_p
 
 
 def test_an_inventory_without_a_monitoring_host_is_refused_before_any_node(tmp_path):
-    rc, out = run([str(BIN / "ansible-playbook"), "-i", "inventories/spark-pair", "playbooks/monitoring.yml"])
+    rc, out = ansible_playbook("-i", "inventories/spark-pair", "playbooks/monitoring.yml")
     assert rc != 0 and "spark_monitoring: the inventory has no such group, or it is empty" in out, out[-3000:]
     assert "spark-a" not in out.split("PLAY RECAP")[-1], "no node is reached"

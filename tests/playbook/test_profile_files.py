@@ -6,14 +6,14 @@ import json
 import pytest
 
 from tests.profiles import local_inventory
-from tests.runner import BIN, run
+from tests.runner import ansible_playbook, ansible_playbook_argv, run
 
 pytestmark = pytest.mark.playbook
 
 
 def validate(tmp_path, inventory, *extra_vars):
     state = tmp_path / "state"
-    args = [str(BIN / "ansible-playbook"), "site.yml", "--tags", "validate", "-i", str(inventory)]
+    args = ansible_playbook_argv("site.yml", "--tags", "validate", "-i", str(inventory))
     for extra in extra_vars:
         args += ["-e", json.dumps(extra)]
     rc, out = run(args + ["-e", f"spark_serve_controller_dir={state}"])
@@ -70,7 +70,7 @@ def test_every_entry_playbook_resolves_the_profile_with_the_inventorys_overrides
     """One profile play for all: a bad override stops status, diagnose and benchmark on the controller, named,
     before their plays reach a node."""
     inventory = local_inventory(tmp_path, "single", {"engine": {"max_num_seqs": "{{ seqs_nobody_defined }}"}})
-    rc, out = run([str(BIN / "ansible-playbook"), playbook, "-i", str(inventory)])
+    rc, out = ansible_playbook(playbook, "-i", str(inventory))
     assert rc != 0, out
     assert "spark_serve_profile_overrides.engine.max_num_seqs" in out and "seqs_nobody_defined" in out, out
     assert f"PLAY [{node_play}" not in out, out

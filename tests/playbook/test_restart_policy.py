@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.profiles import profiles, site_check
-from tests.runner import BIN, run, write_api_key
+from tests.runner import ansible_playbook_argv, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -64,8 +64,6 @@ def test_default_policy_follows_the_node_count(tmp_path, name, expected):
         "vllm_service_api_key_file": str(write_api_key(tmp_path)),
         "vllm_service_profile": {k: v for k, v in profiles()[name].items() if k in kept},
     }
-    rc, out = run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(book), "-e", json.dumps(extra)]
-    )
+    rc, out = run(ansible_playbook_argv("-i", "localhost,", "-c", "local", str(book), "-e", json.dumps(extra)))
     assert rc == 0, out[-3000:]
     assert f'"msg": "policy={expected}"' in out, out[-2000:]

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.profiles import ROOT, local_inventory, profiles, site_check, validate_argv
-from tests.runner import BIN, run, write_api_key
+from tests.runner import BIN, ansible_playbook_argv, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -179,7 +179,7 @@ def test_ansible_doc_renders_the_module_documentation():
 
 def test_the_gb10_image_built_on_the_head_renders_and_an_unpinned_base_is_refused(tmp_path):
     inventory = local_inventory(tmp_path, "pair")
-    args = [str(BIN / "ansible-playbook"), "site.yml", "--tags", "validate", "-i", str(inventory)]
+    args = ansible_playbook_argv("site.yml", "--tags", "validate", "-i", str(inventory))
     state = tmp_path / "state"
     pinned = "nvcr.example/nvidia/vllm@sha256:" + "ab" * 32
     rc, out = run([*args, "-e", f"spark_serve_controller_dir={state}", "-e", f"spark_serve_image_base={pinned}"])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests.runner import BIN, command_env
+from tests.runner import ansible_playbook_argv, command_env
 
 INVENTORY = os.environ.get("SPARK_DEMO_INVENTORY", "inventories/testbed-pair")
 NODES = "1" if INVENTORY.endswith("single") else "2"
@@ -45,17 +45,15 @@ def main():
     )
     step(
         "nodes as fresh DGX OS installs",
-        [str(BIN / "ansible-playbook"), "-i", INVENTORY, "molecule/shared/dgx_os.yml"],
+        ansible_playbook_argv("-i", INVENTORY, "molecule/shared/dgx_os.yml"),
         900,
     )
-    step(
-        f"ansible-playbook site.yml -i {INVENTORY}", [str(BIN / "ansible-playbook"), "-i", INVENTORY, "site.yml"], 3600
-    )
+    step(f"ansible-playbook site.yml -i {INVENTORY}", ansible_playbook_argv("-i", INVENTORY, "site.yml"), 3600)
     monitored = NODES == "2"  # testbed-pair names node-1 its monitoring host
     if monitored:
         step(
             f"ansible-playbook playbooks/monitoring.yml -i {INVENTORY}",
-            [str(BIN / "ansible-playbook"), "-i", INVENTORY, "playbooks/monitoring.yml"],
+            ansible_playbook_argv("-i", INVENTORY, "playbooks/monitoring.yml"),
             900,
         )
 

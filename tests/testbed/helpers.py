@@ -6,7 +6,7 @@ import shutil
 
 import yaml
 
-from tests.runner import BIN, ENV_BASE, INSTANCE, ROOT, run
+from tests.runner import BIN, ENV_BASE, INSTANCE, ROOT, ansible_playbook, run
 
 __all__ = [
     "BIN",
@@ -23,7 +23,7 @@ __all__ = [
 
 
 def playbook(path, inventory="inventories/testbed-pair", *extra, timeout=900):
-    return run([str(BIN / "ansible-playbook"), "-i", inventory, path, *extra], timeout=timeout)
+    return ansible_playbook("-i", inventory, path, *extra, timeout=timeout)
 
 
 def node_container(index):

@@ -19,7 +19,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from tests.testbed.helpers import BIN, ENV_BASE, INSTANCE, ROOT, node_container, node_exec, playbook, run
+from tests.runner import ansible_playbook_argv
+from tests.testbed.helpers import ENV_BASE, INSTANCE, ROOT, node_container, node_exec, playbook, run
 
 # The head's front door (roles/front_door): TLS on 8443 with the CA the first deploy made on this controller.
 HEAD = f"https://10.253.{16 * int(INSTANCE)}.10:8443"
@@ -277,7 +278,7 @@ def watched_run(args, on_line, timeout=900):
     """Run ansible-playbook with `args`, calling on_line(line, marks) for every output line; returns (rc, output,
     marks), where marks holds 'detected' (a staged start's DETECTED line) and 'ended' (time.time())."""
     proc = subprocess.Popen(
-        [str(BIN / "ansible-playbook"), *args],
+        ansible_playbook_argv(*args),
         cwd=ROOT,
         env=ENV_BASE,
         stdout=subprocess.PIPE,
@@ -828,7 +829,7 @@ class Run:
     """A playbook run in the background whose output lines are kept with the time each arrived."""
 
     def __init__(self, *args, inventory=PAIR):
-        command = [str(BIN / "ansible-playbook"), "-i", inventory, *args]
+        command = ansible_playbook_argv("-i", inventory, *args)
         self.proc = subprocess.Popen(
             command, cwd=ROOT, env=ENV_BASE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )

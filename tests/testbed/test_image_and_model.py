@@ -27,8 +27,8 @@ import time
 import pytest
 from ansible.module_utils.image_recipe import recipe
 
-from tests.runner import command_env
-from tests.testbed.helpers import BIN, INSTANCE, ROOT, assert_never_ran, local_patch, node_exec, run
+from tests.runner import ansible_playbook_argv, command_env
+from tests.testbed.helpers import INSTANCE, ROOT, assert_never_ran, local_patch, node_exec, run
 
 pytestmark = pytest.mark.testbed
 
@@ -46,7 +46,7 @@ ENV = {"MOLECULE_PROJECT_DIRECTORY": str(ROOT)}
 
 
 def ansible(playbook, *extra, inventories=("inventories/testbed-pair",), timeout=1200):
-    args = [str(BIN / "ansible-playbook")]
+    args = ansible_playbook_argv()
     for inventory in inventories:
         args += ["-i", inventory]
     return run([*args, playbook, *extra], timeout=timeout, env=ENV)
@@ -89,14 +89,9 @@ def test_interrupted_download_resumes_without_refetching_finished_files(prepared
     mark = len(hub_log())
 
     # Phase 1: the download container is killed while the big file is in flight.
-    args = [
-        str(BIN / "ansible-playbook"),
-        "-i",
-        "inventories/testbed-pair",
-        "molecule/hf_model/converge.yml",
-        "-e",
-        "hf_model_download_attempts=1",
-    ]
+    args = ansible_playbook_argv(
+        "-i", "inventories/testbed-pair", "molecule/hf_model/converge.yml", "-e", "hf_model_download_attempts=1"
+    )
     proc = subprocess.Popen(
         args, cwd=ROOT, env=command_env(ENV), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -174,8 +169,7 @@ PROGRESS = re.compile(r"\[spark-serve\] node-1: model copy from node-0 ([\d.]+) 
 
 def copy_converge(*extra):
     """The converge args with node-1's copy slowed to ~4 MB/s (rsync --bwlimit) and a progress line every second."""
-    return [
-        str(BIN / "ansible-playbook"),
+    return ansible_playbook_argv(
         "-i",
         "inventories/testbed-pair",
         "molecule/hf_model/converge.yml",
@@ -184,7 +178,7 @@ def copy_converge(*extra):
         "-e",
         "hf_model_progress_interval=1",
         *extra,
-    ]
+    )
 
 
 def test_the_copy_prints_progress_and_a_stalled_copy_fails_and_resumes(prepared):

@@ -11,7 +11,8 @@ import textwrap
 
 import pytest
 
-from tests.testbed.helpers import BIN, INSTANCE, ROOT, assert_never_ran, node_exec, run
+from tests.runner import ansible_playbook_argv
+from tests.testbed.helpers import INSTANCE, ROOT, assert_never_ran, node_exec, run
 
 pytestmark = pytest.mark.testbed
 
@@ -89,7 +90,7 @@ def run_prepare_play(tmp_path, *extra):
     play = tmp_path / "prepare_nodes.yml"
     play.write_text(PREPARE_PLAY)
     return run(
-        [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", str(play), *extra],
+        ansible_playbook_argv("-i", "inventories/testbed-pair", str(play), *extra),
         env={"ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
         timeout=900,
     )
@@ -112,9 +113,7 @@ def dgx_nodes(testbed):
     found = {i: packages(i) for i in (0, 1)}
     dropin = {i: node_exec(i, f"test -e {LOGIND_DROPIN}")[0] == 0 for i in (0, 1)}
     dropin_dir = {i: node_exec(i, f"test -d {LOGIND_DROPIN.rsplit('/', 1)[0]}")[0] == 0 for i in (0, 1)}
-    rc, out = run(
-        [str(BIN / "ansible-playbook"), "-i", "inventories/testbed-pair", "molecule/shared/dgx_os.yml"], timeout=900
-    )
+    rc, out = run(ansible_playbook_argv("-i", "inventories/testbed-pair", "molecule/shared/dgx_os.yml"), timeout=900)
     assert rc == 0, out
     yield
     for i in (0, 1):

@@ -18,8 +18,9 @@ from ansible.module_utils.deploy_record import (
     signature_problem,
 )
 
+from tests.runner import ansible_playbook_argv
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import BIN, ENV_BASE, ROOT, local_patch, node_exec, playbook
+from tests.testbed.helpers import ENV_BASE, ROOT, local_patch, node_exec, playbook
 
 pytestmark = pytest.mark.testbed
 RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
@@ -57,7 +58,7 @@ def interrupt_the_deploy_once_the_head_started(*extra, timeout_s=900):
     the containers were started and keep loading. A user presses it again when the run has not ended 10 s later
     (ansible-core sometimes waits for the interrupted worker). Returns the run's output."""
     proc = subprocess.Popen(
-        [str(BIN / "ansible-playbook"), "-i", sf.PAIR, "site.yml", "--tags", "deploy", *extra],
+        ansible_playbook_argv("-i", sf.PAIR, "site.yml", "--tags", "deploy", *extra),
         cwd=ROOT,
         env=ENV_BASE,
         stdout=subprocess.PIPE,

@@ -113,3 +113,17 @@ def test_no_test_module_imports_another():
                 names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
             importers += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[-1].startswith("test_")]
     assert importers == []
+
+
+def test_every_playbook_a_test_runs_goes_through_one_command_line():
+    """tests/runner.py's ansible_playbook_argv() is the only place a test, benchmark or the demo names the
+    ansible-playbook program on a command line: one environment, one PATH, one project root for every run (a
+    stand-in program a test writes may still be called so)."""
+    spelled = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path != ROOT / "tests" / "runner.py"
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"""BIN / ["']ansible-playbook["']|["']ansible-playbook["'],""", line)
+    ]
+    assert spelled == []
