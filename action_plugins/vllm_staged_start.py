@@ -29,17 +29,16 @@ from ansible.utils.display import Display
 # modules it ships to a node; an action plugin runs in the controller's Python, so the configured folders join
 # the ansible.module_utils package here and the import below is the one every module uses.
 ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
+from ansible.module_utils import rank_commands as commands
 from ansible.module_utils.memory_guard import memory_plan, memory_verdict
 from ansible.module_utils.rank_watch import (
     STAGES,
     STALLED,
     Freeze,
     Progress,
-    evidence_command,
     link_problem,
     parse_evidence,
     rank_verdict,
-    stacks_command,
     stage_budgets,
     stage_of,
     stall_sign,
@@ -99,7 +98,7 @@ class Rank:
         self.connection = None
         self.container = spec["container"]
         self.address, self.netdev = spec.get("address"), spec.get("netdev")
-        self.compose = f"docker compose -p {shlex.quote(project)} --project-directory {shlex.quote(compose_dir)}"
+        self.compose = commands.compose(project, compose_dir)
         self.stage, self.stage_at = 0, 0.0  # the furthest stage its log proves, and when it got there
         self.sign = self.sign_since = None  # the latest stall line and when the stall began
         self.log_mark, self.log_changed_at, self.probed_at = None, 0.0, 0.0
@@ -127,19 +126,7 @@ class Rank:
         container, health the HTTP status of /health on `health_port` (the head) or None, link the fast link's
         `operstate mtu` from sysfs ("-" without a netdev), evidence the container's processes, their states, CPU
         ticks and I/O bytes (rank_watch.parse_evidence; None when unreadable)."""
-        probe = (
-            f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' http://127.0.0.1:{health_port}/health"
-            if health_port
-            else "printf -"
-        )
-        sysfs = f"/sys/class/net/{shlex.quote(self.netdev)}" if self.netdev else None
-        link = f"echo $(cat {sysfs}/operstate {sysfs}/mtu 2>/dev/null)" if sysfs else "echo -"
-        rc, out, _ = self.run(
-            f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {self.container} "
-            f"2>/dev/null || echo missing -1; {probe}; echo; {link}; {evidence_command(self.container)}; "
-            f"docker logs --tail {tail} {self.container} 2>&1",
-            timeout=30,
-        )
+        rc, out, _ = self.run(commands.observe(self.container, health_port, self.netdev, tail), timeout=30)
         lines = out.splitlines() + ["", "", "", ""]
         status = lines[0].split()
         state = status[0] if rc == 0 and len(status) == 2 and status[0] != "missing" else None
@@ -169,22 +156,17 @@ class Rank:
 
     def unreachable(self, peers, mtu):
         """Addresses of `peers` this node cannot DF-ping at the fabric's MTU (the largest unfragmented packet)."""
-        size = (mtu or 1500) - 28  # IPv4 + ICMP headers
-        targets = " ".join(shlex.quote(p.address) for p in peers if p.address)
-        if not self.address or not targets:
+        addresses = [p.address for p in peers if p.address]
+        if not self.address or not addresses:
             return []
-        _, out, _ = self.run(
-            f"for a in {targets}; do ping -M do -s {size} -c 1 -W 1 $a >/dev/null 2>&1 || echo $a; done", timeout=30
-        )
+        _, out, _ = self.run(commands.df_pings(addresses, (mtu or 1500) - 28), timeout=30)  # IPv4 + ICMP headers
         return out.split()
 
     def connects(self, address, port):
         """(True, '') when address:port answers from this node within 3 s: it accepts the connection, or refuses
         it (nothing listens: the head's store is not up yet, or is closed after the rendezvous, both normal);
         else (False, why): the packets are dropped or the address is unreachable."""
-        rc, out, err = self.run(
-            f"timeout 3 bash -c 'exec 3<>/dev/tcp/{shlex.quote(address)}/{int(port)}' 2>&1", timeout=15
-        )
+        rc, out, err = self.run(commands.tcp_connect(address, port), timeout=15)
         why = "timed out after 3 s" if rc == 124 else (out + err).strip().rsplit(": ", 1)[-1]
         return rc == 0 or "refused" in why.lower(), why
 
@@ -193,11 +175,7 @@ class Rank:
     def evidence(self, py_spy, tail=200):
         """(py-spy dumps of every process of the rank's container, read at once with a bound; its last log lines) in
         one round trip: empty dumps when it has no process left."""
-        _, out, err = self.run(
-            f"{stacks_command(self.container, shlex.quote(py_spy))}; echo {shlex.quote(self.LOG_MARK)}; "
-            f"docker logs --tail {tail} {self.container} 2>&1",
-            timeout=60,
-        )
+        _, out, err = self.run(commands.evidence(self.container, py_spy, self.LOG_MARK, tail), timeout=60)
         stacks, _, log = (out + err).partition(self.LOG_MARK)
         return stacks.strip(), log.strip("\n").splitlines()
 
@@ -206,11 +184,10 @@ class Rank:
             self.connection.close()
 
     def down(self, grace_s=10):
-        # compose stop sends SIGTERM to the engine, waits grace_s, then kills: never a bare SIGKILL first.
-        return self.run(f"{self.compose} down --timeout {int(grace_s)} --remove-orphans", timeout=120)
+        return self.run(commands.down(self.compose, grace_s), timeout=120)
 
     def up(self):
-        return self.run(f"{self.compose} up -d --no-recreate", timeout=300)
+        return self.run(commands.up(self.compose), timeout=300)
 
 
 class ActionModule(ActionBase):
@@ -275,8 +252,38 @@ class ActionModule(ActionBase):
         return connection
 
     def start(self, result, ranks, args):
-        port, poll_s, log_dir = args["port"], args["poll_s"], args["log_dir"]
+        """Look, judge, act until the head serves: the start fails at the first fault a look or the judgement of
+        the whole start finds (every rank stopped, the evidence kept), or after the outer timeout."""
         self.py_spy = args["py_spy"]
+        outer, budgets = self.announce(ranks, args)
+        for rank in ranks:
+            rank.open()
+        started, timeline = time.monotonic(), []
+        refusal = self.prepare(ranks, args)
+        if refusal:
+            # The old ranks are gone by now: a failed start, not an untouched service (the release says so).
+            display.display(f"[vllm] REFUSED: {refusal}")
+            result.update(failed=True, ready=False, changed=True, msg=refusal, reason=refusal, timeline=[])
+            return result
+        fault = self.launch(ranks, started, timeline)
+        last_print = 0.0
+        for _ in range(0 if fault else int(outer / max(args["poll_s"], 0.2)) + 1):
+            elapsed = time.monotonic() - started
+            if elapsed > outer:
+                break
+            health, due, fault = self.look(ranks, args, elapsed, timeline)
+            fault = fault or self.judge(ranks, args, budgets, elapsed, due)
+            if fault:
+                break
+            if health == "200":
+                return self.ready(result, ranks, elapsed, timeline)
+            last_print = self.show_progress(ranks, elapsed, last_print)
+            time.sleep(args["poll_s"])
+        culprit, problem = fault or (ranks[0], f"not ready after {outer} s (outer timeout)")
+        return self.failed(result, ranks, culprit, problem, started, args["log_dir"], timeline)
+
+    def announce(self, ranks, args):
+        """(outer timeout, stage budgets from the last passing start), both said before anything starts."""
         inner, outer = timeouts(args["expected_load_s"], args["distributed_timeout_s"], args["backend"])
         display.display(
             f"[vllm] staged start of {len(ranks)} rank(s); engine collective timeout {inner} s, "
@@ -289,111 +296,102 @@ class ActionModule(ActionBase):
                 f"[vllm] stage budgets from the last passing start ({self.history_record}): "
                 + ", ".join(f"{stage} {budget:.0f} s" for stage, (_, budget) in budgets.items())
             )
-        for rank in ranks:
-            rank.open()
-        started = time.monotonic()
-        refusal = self.clean(ranks, [port] + ([args["master_port"]] if len(ranks) > 1 else []))
+        return outer, budgets
+
+    def prepare(self, ranks, args):
+        """Every old rank gone, the compile cache emptied after a trip, the memory there: a refusal, or ''."""
+        refusal = self.clean(ranks, [args["port"]] + ([args["master_port"]] if len(ranks) > 1 else []))
         if not refusal and args["wipe_cache_dir"]:
             refusal = self.wipe_cache(ranks, args["wipe_cache_dir"])
         if not refusal and args["memory_profile"]:
             refusal = self.memory_problem(ranks, memory_plan(args["memory_profile"]), args["memory_wait_s"])
-        if refusal:
-            # The old ranks are gone by now: a failed start, not an untouched service (the release says so).
-            display.display(f"[vllm] REFUSED: {refusal}")
-            result.update(failed=True, ready=False, changed=True, msg=refusal, reason=refusal, timeline=[])
-            return result
-        timeline = []
-        for group in ([r for r in ranks if r.rank != 0], [ranks[0]]):  # the workers together, then the head
+        return refusal
+
+    @staticmethod
+    def launch(ranks, started, timeline):
+        """The workers started together, then the head; (culprit, problem) when one could not be, else None."""
+        for group in ([r for r in ranks if r.rank != 0], [ranks[0]]):
             with concurrent.futures.ThreadPoolExecutor(max(len(group), 1)) as pool:
                 answers = list(pool.map(lambda rank: rank.up(), group))
             for rank, (rc, out, err) in zip(group, answers, strict=True):
                 if rc != 0:
-                    return self.failed(
-                        result,
-                        ranks,
-                        rank,
-                        f"docker compose up failed: {(err or out).strip()[-500:]}",
-                        started,
-                        log_dir,
-                        timeline,
-                    )
+                    return rank, f"docker compose up failed: {(err or out).strip()[-500:]}"
                 timeline.append({"seconds": round(time.monotonic() - started, 1), "event": f"{rank.label} started"})
+        return None
 
-        head = ranks[0]
-        last_print = 0.0
-        for _ in range(int(outer / max(poll_s, 0.2)) + 1):
-            elapsed = time.monotonic() - started
-            if elapsed > outer:
-                break
-            health, due = None, []
-            for rank in ranks:
-                state, code, rank_health, link, evidence, lines = rank.observe(
-                    health_port=port if rank is head else None
+    def look(self, ranks, args, elapsed, timeline):
+        """One look at every rank in turn: (the head's /health, the ranks due a re-probe, the first rank's fault
+        as (culprit, problem) or None). A rank's fault is its own: dead, frozen, or its fast link down."""
+        health, due = None, []
+        for rank in ranks:
+            is_head = rank is ranks[0]
+            state, code, rank_health, link, evidence, lines = rank.observe(
+                health_port=args["port"] if is_head else None
+            )
+            health = rank_health if is_head else health
+            ok, stage, reason = rank_verdict(state, code, lines)
+            new_stage = stage_of(lines)
+            if new_stage > rank.stage:
+                rank.stage, rank.stage_at = new_stage, elapsed
+                timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
+            if not ok:
+                return health, due, (rank, reason)
+            frozen_s = rank.freeze.observe(evidence, rank.log_mark_of(lines), elapsed)
+            if frozen_s is not None and frozen_s >= args["freeze_s"]:
+                last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+                return health, due, (rank, rank.freeze.reason(frozen_s, last))
+            new_sign = rank.track(lines, elapsed)
+            rank.progress.observe(evidence, rank.log_changed_at == elapsed or rank.stage_at == elapsed, elapsed)
+            problem = rank.netdev and link_problem(rank.netdev, args["mtu"], link)
+            if problem:
+                return health, due, (rank, self.with_line(problem, ranks))
+            if new_sign or self.quiet(rank, elapsed, args["quiet_s"]):
+                due.append(rank)
+        return health, due, None
+
+    def judge(self, ranks, args, budgets, elapsed, due):
+        """What the whole start says after a look, in this order: a re-probe's finding (or a stall no probe
+        explains), no progress anywhere, a stage past its budget; (culprit, problem) or None."""
+        stalled = self.stalled(ranks, elapsed, args["stall_grace_s"])
+        if self.rendezvous_due(ranks, elapsed, args["rendezvous_probe_s"]):
+            due.append(ranks[0])
+        if due or stalled:
+            culprit, problem = self.reprobe(ranks, args, elapsed)
+            if culprit is None and stalled:
+                culprit = stalled
+                problem = (
+                    f"retried a peer for {elapsed - stalled.sign_since:.0f} s while the fast link and the head's "
+                    f"master port answered"
                 )
-                health = rank_health if rank is head else health
-                ok, stage, reason = rank_verdict(state, code, lines)
-                new_stage = stage_of(lines)
-                if new_stage > rank.stage:
-                    rank.stage, rank.stage_at = new_stage, elapsed
-                    timeline.append({"seconds": round(elapsed, 1), "event": f"{rank.label}: {stage}"})
-                if not ok:
-                    return self.failed(result, ranks, rank, reason, started, log_dir, timeline)
-                frozen_s = rank.freeze.observe(evidence, rank.log_mark_of(lines), elapsed)
-                if frozen_s is not None and frozen_s >= args["freeze_s"]:
-                    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
-                    return self.failed(
-                        result, ranks, rank, rank.freeze.reason(frozen_s, last), started, log_dir, timeline
-                    )
-                new_sign = rank.track(lines, elapsed)
-                rank.progress.observe(evidence, rank.log_changed_at == elapsed or rank.stage_at == elapsed, elapsed)
-                problem = rank.netdev and link_problem(rank.netdev, args["mtu"], link)
-                if problem:
-                    return self.failed(result, ranks, rank, self.with_line(problem, ranks), started, log_dir, timeline)
-                if new_sign or self.quiet(rank, elapsed, args["quiet_s"]):
-                    due.append(rank)
-            stalled = self.stalled(ranks, elapsed, args["stall_grace_s"])
-            if self.rendezvous_due(ranks, elapsed, args["rendezvous_probe_s"]):
-                due.append(ranks[0])
-            if due or stalled:
-                culprit, problem = self.reprobe(ranks, args, elapsed)
-                if culprit is None and stalled:
-                    culprit = stalled
-                    problem = (
-                        f"retried a peer for {elapsed - stalled.sign_since:.0f} s while the fast link and the head's "
-                        f"master port answered"
-                    )
-                if culprit is not None:
-                    return self.failed(
-                        result, ranks, culprit, self.with_line(problem, [culprit] + ranks), started, log_dir, timeline
-                    )
-            idle = stuck([(rank, rank.stage, rank.progress) for rank in ranks], elapsed, args["idle_s"])
-            if idle:
-                culprit, quiet = idle
-                problem = self.idle_problem(ranks, culprit, quiet, elapsed)
-                return self.failed(result, ranks, culprit, problem, started, log_dir, timeline)
-            overstay = self.overstayed(ranks, elapsed, budgets, args["quiet_s"])
-            if overstay:
-                culprit, problem = overstay
-                return self.failed(result, ranks, culprit, problem, started, log_dir, timeline)
-            if health == "200":
-                timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
-                display.display(f"[vllm] {elapsed:5.0f} s  ready: /health 200 and all {len(ranks)} rank(s) running")
-                result.update(
-                    changed=True,
-                    ready=True,
-                    seconds=round(elapsed, 1),
-                    timeline=timeline,
-                    msg=f"{len(ranks)} rank(s) ready in {elapsed:.0f} s",
-                )
-                return result
-            if elapsed - last_print >= 10 or not last_print:
-                last_print = elapsed or 0.001
-                stages = " | ".join(f"{r.label}: {STALLED if r.sign else STAGES[r.stage][0]}" for r in ranks)
-                display.display(f"[vllm] {elapsed:5.0f} s  {stages}")
-            time.sleep(poll_s)
-        return self.failed(
-            result, ranks, head, f"not ready after {outer} s (outer timeout)", started, log_dir, timeline
+            if culprit is not None:
+                return culprit, self.with_line(problem, [culprit] + ranks)
+        idle = stuck([(rank, rank.stage, rank.progress) for rank in ranks], elapsed, args["idle_s"])
+        if idle:
+            culprit, quiet = idle
+            return culprit, self.idle_problem(ranks, culprit, quiet, elapsed)
+        return self.overstayed(ranks, elapsed, budgets, args["quiet_s"])
+
+    @staticmethod
+    def ready(result, ranks, elapsed, timeline):
+        timeline.append({"seconds": round(elapsed, 1), "event": "head /health 200, every rank running"})
+        display.display(f"[vllm] {elapsed:5.0f} s  ready: /health 200 and all {len(ranks)} rank(s) running")
+        result.update(
+            changed=True,
+            ready=True,
+            seconds=round(elapsed, 1),
+            timeline=timeline,
+            msg=f"{len(ranks)} rank(s) ready in {elapsed:.0f} s",
         )
+        return result
+
+    @staticmethod
+    def show_progress(ranks, elapsed, last_print):
+        """Every rank's stage every 10 s (and at the first look); the time of the last line said."""
+        if elapsed - last_print < 10 and last_print:
+            return last_print
+        stages = " | ".join(f"{r.label}: {STALLED if r.sign else STAGES[r.stage][0]}" for r in ranks)
+        display.display(f"[vllm] {elapsed:5.0f} s  {stages}")
+        return elapsed or 0.001
 
     @staticmethod
     def quiet(rank, elapsed, quiet_s):
@@ -495,15 +493,13 @@ class ActionModule(ActionBase):
         """Remove this service's containers on every node, then any other container holding the head's ports
         (an earlier launcher's engine); a port a process outside any container holds is a refusal (returned)."""
         with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:  # every node at once
-            list(
-                pool.map(lambda rank: (rank.down(), rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1")), ranks)
-            )
+            list(pool.map(lambda rank: (rank.down(), rank.run(commands.remove_container(rank.container))), ranks))
         head = ranks[0]
         holders = self.port_holders(head, ports)
         for container, port in sorted(holders.items()):
             display.display(f"[vllm] {head.label}: removing container {container}, which holds port {port}")
-            head.run(f"docker rm -f {shlex.quote(container)} >/dev/null", timeout=60)
-        _, out, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
+            head.run(commands.remove_container(container), timeout=60)
+        _, out, _ = head.run(commands.listeners(ports), timeout=15)
         if out.strip():
             return (
                 f"{head.label}: port(s) {', '.join(map(str, ports))} still held after removing "
@@ -516,10 +512,8 @@ class ActionModule(ActionBase):
         """Every stopped rank's vLLM compile cache emptied (a watchdog trip made it untrusted); a refusal naming the
         nodes where that failed, or ''."""
         display.display(f"[vllm] the watchdog tripped since the last start: emptying {folder} on every rank")
-        quoted = shlex.quote(folder)
-        wipe = f"[ ! -d {quoted} ] || find {quoted} -mindepth 1 -delete"
         with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:
-            answers = list(pool.map(lambda rank: rank.run(wipe), ranks))
+            answers = list(pool.map(lambda rank: rank.run(commands.wipe_cache(folder)), ranks))
         failed = [
             f"{rank.label}: {(err or out).strip()[-300:]}"
             for rank, (rc, out, err) in zip(ranks, answers, strict=True)
@@ -536,7 +530,7 @@ class ActionModule(ActionBase):
         deadline = time.monotonic() + wait_s
         for _ in range(int(wait_s) + 1):
             with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:
-                found = list(pool.map(lambda rank: (rank, rank.run("cat /proc/meminfo", timeout=15)[1]), ranks))
+                found = list(pool.map(lambda rank: (rank, rank.run(commands.meminfo(), timeout=15)[1]), ranks))
             verdicts = [(rank, *memory_verdict(rank.label, text, plan)) for rank, text in found]
             problems = [problem for *_, problem in verdicts if problem]
             if not problems or time.monotonic() >= deadline:
@@ -554,25 +548,16 @@ class ActionModule(ActionBase):
         return ""
 
     @staticmethod
-    def remove(rank):
-        rank.down()
-        rank.run(f"docker rm -f {rank.container} >/dev/null 2>&1", timeout=60)
-
-    @staticmethod
     def port_holders(head, ports):
         """{container name: port} for running containers whose processes listen on one of `ports`."""
-        _, listeners, _ = head.run(" ; ".join(f"ss -ltnpH 'sport = :{port}'" for port in ports), timeout=15)
+        _, listeners, _ = head.run(commands.listeners(ports), timeout=15)
         pids = {}
         for line in listeners.splitlines():
             port = line.split()[3].rsplit(":", 1)[-1] if len(line.split()) > 3 else "?"
             pids.update({pid: port for pid in re.findall(r"pid=(\d+)", line)})
         if not pids:
             return {}
-        _, table, _ = head.run(
-            "for c in $(docker ps -q); do echo \"$(docker inspect -f '{{.Name}}' $c) "
-            "$(docker top $c -eo pid | tail -n +2 | tr '\\n' ' ')\"; done",
-            timeout=60,
-        )
+        _, table, _ = head.run(commands.container_pids(), timeout=60)
         holders = {}
         for line in table.splitlines():
             name, *container_pids = line.split()

@@ -106,7 +106,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.evidence import env_file_secrets, kernel_lines, leaks, scrub, write_tarball
-from ansible.module_utils.rank_watch import stacks_command
+from ansible.module_utils.rank_commands import stacks_command
 
 
 def command_text(module, argv, use_unsafe_shell=False):

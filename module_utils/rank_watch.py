@@ -144,21 +144,6 @@ FROZEN_STATES = {"T": "stopped", "t": "traced", "D": "uninterruptible", "Z": "zo
 CLOCK_TICKS = 100  # USER_HZ on Linux
 
 
-def evidence_command(container):
-    """Shell that prints the container's progress evidence in one line: how many processes, the state letter of
-    each, their CPU time (utime + stime, clock ticks) and the bytes they read and wrote (rchar + wchar, sockets and
-    pipes included, plus read_bytes: pages a memory-mapped load fetched from storage), then each process apart, from
-    /proc on the node."""
-    return (
-        f"for p in $(docker top {container} -eo pid 2>/dev/null | tail -n +2); do "
-        "s=$(cut -d')' -f2- /proc/$p/stat 2>/dev/null) && "
-        "echo \"$p $(tr ' ' '_' </proc/$p/comm 2>/dev/null) $s "
-        "$(awk '/^(rchar|wchar|read_bytes):/{t+=$2} END{print t+0}' /proc/$p/io 2>/dev/null)\"; "
-        'done | awk \'{st=st $3; cpu+=$14+$15; io+=$NF; n++; each=each " " $1 ":" $3 ":" $14+$15 ":" $NF '
-        '":" $2} END{print n+0, (st=="" ? "-" : st), cpu+0, io+0 each}\''
-    )
-
-
 def parse_evidence(line):
     """(processes, states, cpu_ticks, io_bytes, each) from evidence_command's line, `each` a tuple of
     (pid, name, state, cpu_ticks, io_bytes) per process; None when unreadable."""
@@ -265,19 +250,6 @@ def stuck(ranks, now, idle_s):
         return None
     culprit = min(ranks, key=lambda entry: (entry[1], entry[2].active_at))
     return culprit[0], quiet
-
-
-def stacks_command(container, py_spy, bound_s=5):
-    """Shell that dumps the stacks of every process of the container with py-spy, all at once and each within
-    bound_s, then prints them in pid order, each after a `=== pid` header naming its command line. --nonblocking
-    reads a process without pausing it, so a stopped one can be read too."""
-    return (
-        "d=$(mktemp -d) && "
-        f"for p in $(docker top {container} -eo pid 2>/dev/null | tail -n +2); do "
-        "(echo \"=== pid $p: $(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; "
-        f"timeout {int(bound_s)} {py_spy} dump --nonblocking --pid $p 2>&1) >$d/$p & done; wait; "
-        'for f in $(ls $d | sort -n); do cat $d/$f; done; rm -rf "$d"'
-    )
 
 
 def top_frames(dump, limit=3):
