@@ -190,6 +190,13 @@ def checks(p):
     return found
 
 
+# What a deploy alone on a node the prepare stage never reached says (playbooks/deploy.yml works alone only there).
+PREPARE_FIRST = (
+    "the prepare stage puts Docker, the pinned image and the model on every node: run ansible-playbook "
+    "playbooks/prepare.yml (or site.yml) on this inventory first"
+)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -215,6 +222,11 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    who = f"{p['label']}: " if p["label"] else ""
+    if not module.get_bin_path("docker"):
+        module.fail_json(
+            msg=f"{who}no docker on the node; nothing was started: {PREPARE_FIRST}", checked=[], missing=[]
+        )
     found = checks(p)
     described = [{k: v for k, v in c.items() if k != "test"} for c in found]
     script = "".join(f"{c['test']} || echo missing:{index}\n" for index, c in enumerate(found))
@@ -225,11 +237,11 @@ def main():
         command += ["--mount", f"type=bind,src={mount['src']},dst={mount['dest']}{readonly}"]
     command += [p["image"], "-c", script]
     rc, out, err = module.run_command(command)
-    who = f"{p['label']}: " if p["label"] else ""
     if rc != 0 or "checked" not in out.split():
         module.fail_json(
             msg=f"{who}cannot check the engine's paths in {p['image']} with the service's mounts (a mount source "
-            f"missing on the node, or the image not pulled); nothing was started: {(err or out).strip()[-600:]}",
+            f"missing on the node, or the image not pulled); nothing was started: {(err or out).strip()[-600:]}; "
+            f"if this node was never prepared: {PREPARE_FIRST}",
             checked=described,
             missing=[],
         )
