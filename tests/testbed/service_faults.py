@@ -9,6 +9,7 @@ import calendar
 import concurrent.futures
 import json
 import re
+import shlex
 import socket
 import ssl
 import subprocess
@@ -691,8 +692,10 @@ def fresh_watchdog():
     the healthy service writes the state file). Returns the command that stops the stand-in."""
     node_exec(0, f"rm -f {WATCHDOG_EVENTS} {WATCHDOG_STATE}")
     stop = watchdog_timer_standin()
-    rc, _ = node_exec(0, f"for i in $(seq 100); do test -s {WATCHDOG_STATE} && exit 0; sleep 0.2; done; exit 1")
-    assert rc == 0, "the watchdog's first look never finished"
+    # A look starts Python, asks Docker, pings and probes: on two busy cores (CI, both shards) it took over 20 s.
+    wait = f"for i in $(seq 450); do test -s {WATCHDOG_STATE} && exit 0; sleep 0.2; done; exit 1"
+    rc, _ = node_exec(0, f"timeout 90 sh -c {shlex.quote(wait)}", timeout=120)
+    assert rc == 0, "the watchdog's first look never finished within 90 s"
     return stop
 
 
