@@ -3,8 +3,7 @@ during the tiers that never touch it (unit, playbook, engine): its node images, 
 two isolated test beds (instances 0 and 1) started. The test-bed tier runs as two shards, one per test bed: the
 service modules (the pair's liveness, lock, key and fault tests, then the fleet) on instance 0; the prepare stage's
 module and every other test-bed module (the single node among them) on instance 1, so one shard's waits (watchdog
-windows, detection bounds, engine loads) overlap the other's work. The Molecule scenarios go last, to whichever shard
-ends its own steps first. The second shard,
+windows, detection bounds, engine loads) overlap the other's work. The second shard,
 whose first minutes are the prepare stage with no time bound to keep, starts as soon as its test bed is up, beside
 the playbook and engine tiers (with test-bed images present the beds are up within a minute, and those tiers leave
 most of a core idle); the service shard, whose watchdog tests time their detections, starts once those tiers have
@@ -16,7 +15,6 @@ step's JUnit report (each test's duration) is kept in .testbed/logs/tier-<name>.
     python tests/tiers.py testbed    # the named tiers only (unit, playbook, engine, testbed)
 """
 
-import queue
 import subprocess
 import sys
 import threading
@@ -27,19 +25,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.runner import command_env
 
-# Exclusive markers: every test runs in exactly one tier; the test-bed tier's shards split its tests further.
+# Exclusive markers: every test runs in at most one tier (the Molecule scenarios in none: `make molecule`); the
+# test-bed tier's shards split its tests further.
 TIERS = [
     ("unit", "not engine and not playbook and not testbed and not molecule"),
     ("playbook", "playbook and not engine and not testbed and not molecule"),
     ("engine", "engine and not testbed and not molecule"),
-    ("testbed", "testbed or molecule"),
+    ("testbed", "testbed and not molecule"),
 ]
 # The test-bed tier's shards, run at once, each on its own test bed: (name, instance, steps), a shard's steps one
 # after another, each (name, pytest marker, selection). The service shard names its modules, in this order; the
 # fleet's module comes last, so its session load and engine restarts never share the cores with the pair's
 # timing-bound watchdog tests (in one CI they did, and both failed). The other shard first prepares its pair from
 # bare nodes and proves the prepare stage idempotent on it (test_prepare.py), then takes every other test-bed module
-# (a new module always runs).
+# (a new module always runs). The Molecule scenarios (`make molecule`) are not in this tier: each node role's
+# convergence from bare, idempotence and verification is what test_prepare.py proves for every role at once, and
+# on two busy cores they took about 24 minutes.
 SERVICE_MODULES = [
     "tests/testbed/test_service.py",
     "tests/testbed/test_fleet.py",
@@ -60,9 +61,6 @@ SHARDS = [
         ],
     ),
 ]
-# Taken by whichever shard ends its own steps first, on that shard's test bed: the Molecule scenarios destroy and
-# recreate their nodes, so they come after a shard's served beds are done with.
-LATE_STEPS = [("molecule", "molecule", ["tests/testbed/test_molecule.py"])]
 BUILD = " && ".join(
     f"SPARK_TESTBED_INSTANCE={instance} {sys.executable} tests/testbed/testbed.py up --nodes 2 && "
     f"SPARK_TESTBED_INSTANCE={instance} {sys.executable} tests/testbed/engine_image.py push"
@@ -103,36 +101,26 @@ def run_tier(name, marker, log_dir):
     return rc, took
 
 
-def run_shard(instance, steps, log_dir, deadline, results, late):
-    """A shard's steps in turn on its test bed, then late steps no other shard has taken yet (`late`, a queue
-    shared by the shards); each step with its own temp folder, JUnit report and log: results[step] = (rc, seconds
-    since the tier began, CPU idle, test bed)."""
-    for step in steps:
-        run_step(instance, step, log_dir, deadline, results)
-    while True:
-        try:
-            step = late.get_nowait()
-        except queue.Empty:
-            return
-        run_step(instance, step, log_dir, deadline, results)
-
-
-def run_step(instance, step, log_dir, deadline, results):
-    """One step's pytest on the test bed `instance` (its own temp folder, JUnit report and log), bounded by the
-    shards' deadline."""
-    name, marker, selection = step
+def run_shard(instance, steps, log_dir, deadline, results):
+    """A shard's steps in turn on its test bed (own temp folder, JUnit report and log each): results[step] =
+    (rc, seconds since the tier began)."""
     basetemp = ROOT / ".testbed" / instance / "pytest-tmp"
     basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest creates the folder, not its parents
-    command = [*pytest_command(marker, log_dir / f"tier-{name}.xml", *selection), "-p", "no:cacheprovider"]
-    command.append(f"--basetemp={basetemp}")
     env = command_env({"SPARK_TESTBED_INSTANCE": instance})
-    with (log_dir / f"tier-{name}.log").open("w") as log:
-        timeout_s, cpu = max(1, deadline - time.monotonic()), cpu_times()
-        try:
-            rc = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=log, timeout=timeout_s).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timed out"
-        results[name] = (rc, time.monotonic(), idle_percent(cpu), instance)
+    for step, marker, selection in steps:
+        command = [
+            *pytest_command(marker, log_dir / f"tier-{step}.xml", *selection),
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={basetemp}",
+        ]
+        with (log_dir / f"tier-{step}.log").open("w") as log:
+            timeout_s, cpu = max(1, deadline - time.monotonic()), cpu_times()
+            try:
+                done = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=log, timeout=timeout_s)
+                results[step] = (done.returncode, time.monotonic(), idle_percent(cpu))
+            except subprocess.TimeoutExpired:
+                results[step] = ("timed out", time.monotonic(), idle_percent(cpu))
 
 
 def run_testbed_shards(log_dir, build, build_log, started, tiers, results):
@@ -142,12 +130,9 @@ def run_testbed_shards(log_dir, build, build_log, started, tiers, results):
     others = threading.Thread(target=lambda: results.update({n: run_tier(n, m, log_dir) for n, m in tiers}))
     others.start()
     wait_for_the_build(build, build_log, started)
-    began, steps_done, cpu, late = time.monotonic(), {}, cpu_times(), queue.Queue()
-    for step in LATE_STEPS:
-        late.put(step)
-    deadline = began + SHARD_TIMEOUT_S
+    began, steps_done, cpu = time.monotonic(), {}, cpu_times()
     threads = {
-        name: threading.Thread(target=run_shard, args=(instance, steps, log_dir, deadline, steps_done, late))
+        name: threading.Thread(target=run_shard, args=(instance, steps, log_dir, began + SHARD_TIMEOUT_S, steps_done))
         for name, instance, steps in SHARDS
     }
     threads[EARLY_SHARD].start()
@@ -162,17 +147,17 @@ def run_testbed_shards(log_dir, build, build_log, started, tiers, results):
 
 def report_shards(log_dir, began, steps_done, cpu):
     codes = []
-    for step, _, _ in [step for _, _, steps in SHARDS for step in steps] + LATE_STEPS:
-        rc, ended, idle, instance = steps_done.get(step, ("not run", began, 0.0, "-"))
-        codes.append(rc)
-        print(f"\n===== {step} (test bed {instance}) =====", flush=True)
-        log = log_dir / f"tier-{step}.log"
-        print(log.read_text() if log.exists() else "(no output)", flush=True)
-        print(
-            f"CI: {step} ended {minutes(ended - began)} into the tier (exit {rc}); the machine's CPU was "
-            f"{idle:.0f} % idle while it ran",
-            flush=True,
-        )
+    for name, instance, steps in SHARDS:
+        for step, _, _ in steps:
+            rc, ended, idle = steps_done.get(step, ("not run", began, 0.0))
+            codes.append(rc)
+            print(f"\n===== {step} (shard {name}, test bed {instance}) =====", flush=True)
+            print((log_dir / f"tier-{step}.log").read_text(), flush=True)
+            print(
+                f"CI: {step} ended {minutes(ended - began)} into the tier (exit {rc}); the machine's CPU was "
+                f"{idle:.0f} % idle while it ran",
+                flush=True,
+            )
     took = time.monotonic() - began
     rc = next((rc for rc in codes if rc != 0), 0)
     print(f"CI: tier testbed took {minutes(took)} (exit {rc}); CPU {idle_percent(cpu):.0f} % idle", flush=True)
