@@ -546,6 +546,16 @@ def watchdog_timer_standin(runs=200):
     return f"kill {out.strip()}; true"
 
 
+def watchdog_bound_s():
+    """The longest the head's watchdog may take to act by its own configuration: the failed looks it acts after plus
+    the look a fault first shows in, each an interval apart and as long as its slowest probe, with 5 s more per look
+    for a busy machine's Python, Docker and SSH. The tests print the figure itself (about 10 s on an idle bed)."""
+    _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
+    config = json.loads(config)
+    per_look = WATCHDOG_INTERVAL_S + max(config["generation_timeout_s"], config["progress_timeout_s"]) + 5
+    return (config["failed_looks"] + 1) * per_look
+
+
 def watchdog_events():
     _, out = node_exec(0, f"cat {WATCHDOG_EVENTS} 2>/dev/null")
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]

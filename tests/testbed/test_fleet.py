@@ -298,7 +298,7 @@ def test_a_frozen_replica_leaves_the_router_in_seconds_and_returns_after_its_res
         f"kept on b {len(kept)}/{len(home) - len(on_a)}; events {[e['event'] for e in events]}"
     )
     assert trip.get("router_remove") == "done" and ready.get("router_add") == "done", events
-    assert removed_s is not None and removed_s <= 15, removed_s
+    assert removed_s is not None and removed_s <= sf.watchdog_bound_s(), removed_s  # replica a's head is node-0
     assert back_s is not None, "replica a was not put back after its restart"
     assert len(home) == 6 and 0 < len(on_a) < 6, home
     assert moved == on_a and len(kept) == 6 - len(on_a), (home, outage)
