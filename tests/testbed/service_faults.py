@@ -809,9 +809,10 @@ def engine_core_pid():
     return out.split()[0]
 
 
-def engine_core_frozen_under_the_watchdog(clients=0, timeout_s=60, restart_timeout_s=600):
+def engine_core_frozen_under_the_watchdog(clients=0, timeout_s=60, restart_timeout_s=600, on_trip=None):
     """The head's engine core frozen (SIGSTOP) after ready, idle or with `clients` generating: seconds from the
-    freeze to the watchdog's trip, and what it did after (the testbed profile's auto_restart)."""
+    freeze to the watchdog's trip, what on_trip(frozen_at) returned (called at the trip, while the restart runs),
+    and what the watchdog did after (the testbed profile's auto_restart)."""
     stop = fresh_watchdog()
     load = Load(clients, 400, timeout_s).start() if clients else None
     try:
@@ -830,12 +831,14 @@ def engine_core_frozen_under_the_watchdog(clients=0, timeout_s=60, restart_timeo
                 seconds = round(time.monotonic() - frozen, 1)
                 break
             time.sleep(0.5)
+        tripped = on_trip(frozen_at) if on_trip and seconds is not None else None
         wait_for_the_watchdog(True, restart_timeout_s)
     finally:
         node_exec(0, stop)
         node_exec(0, f"kill -CONT {pid} 2>/dev/null; true")
     load = load.join(timeout_s=120) if load else None
-    return {"seconds": seconds, "frozen_at": frozen_at, "events": watchdog_events(), "load": load}
+    events = watchdog_events()
+    return {"seconds": seconds, "frozen_at": frozen_at, "events": events, "load": load, "on_trip": tripped}
 
 
 class Run:
