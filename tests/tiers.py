@@ -46,8 +46,28 @@ SERVICE_MODULES = [
     "tests/testbed/test_fleet.py",
 ]
 PREPARE_MODULE = "tests/testbed/test_prepare.py"
+# The pair's failed starts (test_service.py's last tests) need no watchdog and no other test's state: they balance
+# the shards from the other one, whose test bed serves the same pair.
+FAILED_STARTS = [
+    f"tests/testbed/test_service.py::{name}"
+    for name in (
+        "test_worker_that_cannot_start_is_found_in_seconds",
+        "test_a_node_short_of_memory_is_refused_naming_both_numbers_before_any_rank_starts",
+        "test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node",
+    )
+]
 SHARDS = [
-    ("service", "0", [("testbed-service", "testbed and not molecule", SERVICE_MODULES)]),
+    (
+        "service",
+        "0",
+        [
+            (
+                "testbed-service",
+                "testbed and not molecule",
+                [*SERVICE_MODULES, *(f"--deselect={t}" for t in FAILED_STARTS)],
+            )
+        ],
+    ),
     (
         "rest",
         "1",
@@ -58,6 +78,7 @@ SHARDS = [
                 "testbed and not molecule",
                 [f"--ignore={module}" for module in (PREPARE_MODULE, *SERVICE_MODULES)],
             ),
+            ("testbed-failed-starts", "testbed and not molecule", FAILED_STARTS),
         ],
     ),
 ]
