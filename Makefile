@@ -4,7 +4,7 @@ VENV := .venv
 ENGINE_VENV := .venv-engine
 PY := $(VENV)/bin/python
 
-.PHONY: install system promtool engine lint test tiers unit molecule bench catalogs docs demo testbed-down
+.PHONY: install system promtool engine lint test tiers test-extended unit molecule bench catalogs docs demo testbed-down
 
 install: $(VENV)/.installed
 
@@ -41,7 +41,8 @@ lint: install
 unit: install
 	$(VENV)/bin/pytest -m "not engine and not playbook and not testbed"
 
-# Everything: install, lint, then every tier (unit, playbook, real engine, test bed); the Molecule scenarios: make molecule.
+# Everything CI runs: install, lint, then every tier (unit, playbook, real engine, test bed); the extended test-bed
+# suite: make test-extended; the Molecule scenarios: make molecule.
 test: install system engine lint
 	$(MAKE) tiers
 
@@ -49,6 +50,12 @@ test: install system engine lint
 # test beds built in the background meanwhile, the test-bed tier run as two shards at once (tests/tiers.py).
 tiers:
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(PY) tests/tiers.py
+
+# The extended test-bed suite, on one test bed (instance 0), after make test: the quad and the fleet (scale), and
+# second proofs of paths make test proves (docs/tests.md lists each, why, and its time).
+test-extended: install system engine
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH SPARK_ENGINE_VENV=$(CURDIR)/$(ENGINE_VENV) $(VENV)/bin/pytest \
+		-m "testbed and extended and not molecule" --durations=20
 
 # Every Molecule scenario (converge, idempotence, verify) on the test bed: about 10 min on 2 idle cores, 24 on 2 busy
 # ones. Not in make test: the test bed's prepare stage (tests/testbed/test_prepare.py) converges every one of these

@@ -25,26 +25,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.runner import command_env
 
-# Exclusive markers: every test runs in at most one tier (the Molecule scenarios in none: `make molecule`); the
-# test-bed tier's shards split its tests further.
+# The test-bed tests make test runs: not the Molecule scenarios (`make molecule`), not the extended suite (`make
+# test-extended`: the quad and the fleet, and second proofs of paths these tests prove; docs/tests.md lists them and
+# why). Together the two fit CI's time budget no longer on two busy cores.
+TESTBED = "testbed and not molecule and not extended"
+# Exclusive markers: every test runs in at most one tier; the test-bed tier's shards split its tests further.
 TIERS = [
     ("unit", "not engine and not playbook and not testbed and not molecule"),
     ("playbook", "playbook and not engine and not testbed and not molecule"),
     ("engine", "engine and not testbed and not molecule"),
-    ("testbed", "testbed and not molecule"),
+    ("testbed", TESTBED),
 ]
 # The test-bed tier's shards, run at once, each on its own test bed: (name, instance, steps), a shard's steps one
-# after another, each (name, pytest marker, selection). The service shard names its modules, in this order; the
-# fleet's module comes last, so its session load and engine restarts never share the cores with the pair's
-# timing-bound watchdog tests (in one CI they did, and both failed). The other shard first prepares its pair from
-# bare nodes and proves the prepare stage idempotent on it (test_prepare.py), then takes every other test-bed module
-# (a new module always runs). The Molecule scenarios (`make molecule`) are not in this tier: each node role's
-# convergence from bare, idempotence and verification is what test_prepare.py proves for every role at once, and
-# on two busy cores they took about 24 minutes.
-SERVICE_MODULES = [
-    "tests/testbed/test_service.py",
-    "tests/testbed/test_fleet.py",
-]
+# after another, each (name, pytest marker, selection). The service shard takes the pair's liveness, lock, key and
+# fault tests. The other shard first prepares its pair from bare nodes and proves the prepare stage idempotent on it
+# (test_prepare.py), then takes every other test-bed module (a new module always runs). The Molecule scenarios
+# (`make molecule`) are not in this tier: each node role's convergence from bare, idempotence and verification is
+# what test_prepare.py proves for every role at once, and on two busy cores they took about 24 minutes.
+SERVICE_MODULES = ["tests/testbed/test_service.py"]
 PREPARE_MODULE = "tests/testbed/test_prepare.py"
 # The pair's failed starts (test_service.py's last tests) need no watchdog and no other test's state: they balance
 # the shards from the other one, whose test bed serves the same pair.
@@ -63,7 +61,7 @@ SHARDS = [
         [
             (
                 "testbed-service",
-                "testbed and not molecule",
+                TESTBED,
                 [*SERVICE_MODULES, *(f"--deselect={t}" for t in FAILED_STARTS)],
             )
         ],
@@ -72,13 +70,13 @@ SHARDS = [
         "rest",
         "1",
         [
-            ("testbed-prepare", "testbed and not molecule", [PREPARE_MODULE]),
+            ("testbed-prepare", TESTBED, [PREPARE_MODULE]),
             (
                 "testbed-rest",
-                "testbed and not molecule",
+                TESTBED,
                 [f"--ignore={module}" for module in (PREPARE_MODULE, *SERVICE_MODULES)],
             ),
-            ("testbed-failed-starts", "testbed and not molecule", FAILED_STARTS),
+            ("testbed-failed-starts", TESTBED, FAILED_STARTS),
         ],
     ),
 ]

@@ -83,6 +83,7 @@ def test_a_version_without_a_catalog_is_checked_by_the_images_own_parser_before_
     assert sf.health() == 200
 
 
+@pytest.mark.extended
 def test_status_reports_a_container_edited_by_hand_and_deploy_restores_its_policy(served_pair):
     """playbooks/status.yml compares every running rank with its rendered compose spec: a restart policy changed by
     hand on one rank is reported as drift, field by field; the deploy stage re-applies the spec's policy in place."""

@@ -19,7 +19,8 @@ from tests.testbed import service_faults as sf
 from tests.testbed.fleet_load import SessionLoad, p95, stream_chat
 from tests.testbed.helpers import INSTANCE, ROOT, node_exec, playbook, run
 
-pytestmark = pytest.mark.testbed
+# Scale: in the extended suite (make test-extended), not in make test (docs/tests.md says why).
+pytestmark = [pytest.mark.testbed, pytest.mark.extended]
 FLEET = "inventories/testbed-fleet"
 NET = f"10.253.{16 * int(INSTANCE)}"
 ROUTER = f"https://{NET}.12:8443"

@@ -137,6 +137,7 @@ def test_a_good_deploy_passes_the_gate_and_is_recorded(released):
     assert rc == 0, "the head keeps a copy of the record"
 
 
+@pytest.mark.extended
 def test_a_rejected_deploy_is_rolled_back_and_both_records_stay(released, tmp_path):
     """Alone proves the automatic rollback after the gate rejects a started change, to the good record's arguments
     and its image id on every rank (the rejected deploy ran another image), both records kept."""

@@ -69,6 +69,7 @@ def test_pair_serves_streaming_chat_and_prefix_cache_hits(serving):
     assert cached > 0
 
 
+@pytest.mark.extended
 def test_stale_containers_and_port_squatters_are_replaced_and_the_start_warms_up(serving):
     """Alone proves: a start replaces whatever holds the ranks' names and the API port (a stale rank container,
     another launcher's server), naming what it removed, and sends its warm-up requests before it reports ready."""
@@ -240,6 +241,7 @@ def test_a_second_deploy_is_refused_within_5_s_naming_the_first(serving):
     assert "[vllm] staged start" not in second_out, "the second touched nothing"
 
 
+@pytest.mark.extended
 def test_a_deploy_stops_a_running_auto_restart_and_leaves_no_trip_behind(serving):
     """Alone proves the lock between the watchdog and a deploy: a deploy that finds the watchdog's automatic restart
     running takes the lock over and leaves no trip or failed look behind. It needs a trip and a deploy at once."""
@@ -256,6 +258,7 @@ def test_a_deploy_stops_a_running_auto_restart_and_leaves_no_trip_behind(serving
     assert not result["state"].get("tripped") and result["state"].get("failed_looks", 0) == 0, result["state"]
 
 
+@pytest.mark.extended
 def test_a_pair_whose_nodes_both_lost_power_serves_again_without_a_playbook_run(serving):
     """Alone proves the pair comes back after a reboot by default (the testbed profile leaves auto_restart unset):
     both nodes stop, the head boots first and its watchdog waits for the worker, which boots later; the fast link,
@@ -756,7 +759,10 @@ STALLS = {
 }
 
 
-@pytest.mark.parametrize("fault", list(STALLS))
+# The head frozen whole is the frozen-process rule of the worker frozen alone above: in the extended suite.
+@pytest.mark.parametrize(
+    "fault", [pytest.param(f, marks=[pytest.mark.extended] if f == "head-frozen" else []) for f in STALLS]
+)
 def test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node(deployed, fault):
     """Each stall alone proves one rule of the start watch, none of which sees a rank exit: the fast link's state
     (link down), every process of the head stopped (head frozen), the master port unreachable from the worker."""

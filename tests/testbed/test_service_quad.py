@@ -27,7 +27,8 @@ from tests.testbed import service_faults as sf
 from tests.testbed import standins
 from tests.testbed.helpers import ROOT, assert_never_ran, node_exec, playbook, run
 
-pytestmark = pytest.mark.testbed
+# Scale: in the extended suite (make test-extended), not in make test (docs/tests.md says why).
+pytestmark = [pytest.mark.testbed, pytest.mark.extended]
 QUAD, NODES, MODEL = "inventories/testbed-quad", 4, "tiny-qwen3-next"
 RECORDS = ROOT / ".testbed" / sf.INSTANCE / "spark-serve" / "records"
 MANIFESTS = "/var/lib/spark-serve/huggingface/spark-serve-manifests"

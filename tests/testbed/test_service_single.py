@@ -42,6 +42,7 @@ def test_single_node_serves_with_tp1_and_no_rendezvous(single):
     assert rc == 0 and "all 1 rank(s) alive" in out, out[-3000:]
 
 
+@pytest.mark.extended
 def test_single_node_rerun_changes_nothing(single):
     before = sf.container_identity(0)
     rc, out = sf.deploy(inventory=SINGLE)
@@ -78,6 +79,7 @@ def restart_docker_until_served(content, timeout_s=300):
     return time.monotonic() - restarted, answered
 
 
+@pytest.mark.extended
 def test_single_node_serves_again_after_three_docker_restarts(single):
     """Seed 004's `unless-stopped` (the default on one node): the node's Docker daemon restarts three times in a row
     (as an upgrade of Docker may), each time once the node serves again; the engine container comes back by itself
