@@ -32,7 +32,7 @@ from tests.testbed import service_faults as sf
 
 
 def serving_again_under_the_watchdog():
-    """The watchdog's automatic restart (the testbed profile sets auto_restart): seconds from the kill until a chat
+    """The watchdog's automatic restart (the testbed profile sets auto_restart): seconds from its start until a chat
     answers again, the figure to compare with a fresh start's load."""
     result = sf.kill_worker_under_the_watchdog()
     return dict(result, seconds=result["serving_again_s"])
@@ -51,7 +51,7 @@ def main(letters):
             ("(b) worker cannot start", lambda: sf.worker_cannot_start(Path(folder))),
             ("(b) wrong master address, refused before the start", sf.wrong_master_address),
             ("(d) worker killed after ready", sf.kill_worker_after_ready),
-            ("(i) worker killed after ready, watchdog: /health fails", sf.kill_worker_under_the_watchdog),
+            ("(i) worker killed after ready, then the watchdog: /health fails", sf.kill_worker_under_the_watchdog),
             ("(j) the same, auto_restart: a chat answers again", serving_again_under_the_watchdog),
             ("(f) worker's fast link down mid-start", sf.link_down_during_start),
             ("(g) MTU 1500 on one end mid-start", sf.mtu_lowered_during_start),

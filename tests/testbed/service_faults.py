@@ -578,28 +578,30 @@ def wait_for_the_watchdog(auto_restart, timeout_s):
 
 
 def kill_worker_under_the_watchdog(while_dead=lambda: None, timeout_s=60, restart_timeout_s=600):
-    """(i) The worker dies after ready while the head's watchdog runs: /health right after the kill, what
-    while_dead() returns (run at once, e.g. status.yml), the seconds from the kill until clients see /health fail,
-    without anyone running a playbook, and with the profile's auto_restart the seconds until a chat answers again."""
+    """(i) The worker dies after ready under the head's watchdog: its timer looks once at the healthy pair, pauses
+    for the kill and while_dead() (e.g. status.yml: on busy cores a playbook outlasts the watchdog's automatic
+    restart, which would bring the worker back under it), then looks on. Returns /health right after the kill, what
+    while_dead() returned, the seconds from the timer's return until clients see /health fail, without anyone
+    running a playbook, and with the profile's auto_restart the seconds until a chat answers again."""
     _, config = node_exec(0, "cat /etc/spark-serve/watchdog.json")
     auto_restart = json.loads(config)["auto_restart"]
-    stop = fresh_watchdog()
+    node_exec(0, fresh_watchdog())  # one look at the healthy pair: the head seen serving, no load grace left
+    node_exec(1, "docker kill spark-serve-rank1")
+    health_after_kill = health()
+    during = while_dead()
+    stop = watchdog_timer_standin()
     try:
-        node_exec(1, "docker kill spark-serve-rank1")
-        killed = time.monotonic()
-        health_after_kill = health()
-        during = while_dead()
-        seconds = None
-        while time.monotonic() - killed < timeout_s:
+        watched, seconds = time.monotonic(), None
+        while time.monotonic() - watched < timeout_s:
             if health() != 200:
-                seconds = round(time.monotonic() - killed, 1)
+                seconds = round(time.monotonic() - watched, 1)
                 break
             time.sleep(0.5)
         wait_for_the_watchdog(auto_restart, restart_timeout_s)
         serving_again_s = None
         if auto_restart and health() == 200:
             with post("/v1/chat/completions", chat("back?", max_tokens=2)) as response:
-                serving_again_s = round(time.monotonic() - killed, 1) if json.load(response)["choices"] else None
+                serving_again_s = round(time.monotonic() - watched, 1) if json.load(response)["choices"] else None
     finally:
         node_exec(0, stop)
     return {
@@ -905,7 +907,7 @@ def two_deploys_at_once():
 def deploy_during_an_auto_restart():
     """The worker killed under the watchdog; once the watchdog holds the lock and restarts the pair, a deploy of the
     shipped profile: it must stop the restart, take the lock, start the pair and leave no trip behind. The pair first
-    runs a changed argument (as two_deploys_at_once leaves it), so that the deploy really starts the ranks."""
+    runs a changed argument (deployed here unless it already runs), so that the deploy really starts the ranks."""
     _, cmd = node_exec(0, "docker inspect -f '{{json .Config.Cmd}}' spark-serve-rank0")
     argv = json.loads(cmd) if cmd.strip().startswith("[") else []
     if "--max-num-seqs" not in argv or argv[argv.index("--max-num-seqs") + 1] != "3":
