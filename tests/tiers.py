@@ -1,15 +1,14 @@
 """`make tiers`: the test tiers, each timed with its ten slowest tests, while the test bed is built in the background
-during the tiers that never touch it (unit, playbook, engine): its node images, its engine image in its registries,
-two isolated test beds (instances 0 and 1) started. The test-bed tier runs as two shards, one per test bed: the
-service modules (the pair's liveness, lock, key and fault tests, then the fleet) on instance 0; the prepare stage's
-module and every other test-bed module (the single node among them) on instance 1, so one shard's waits (watchdog
-windows, detection bounds, engine loads) overlap the other's work. The second shard,
-whose first minutes are the prepare stage with no time bound to keep, starts as soon as its test bed is up, beside
-the playbook and engine tiers (with test-bed images present the beds are up within a minute, and those tiers leave
-most of a core idle); the service shard, whose watchdog tests time their detections, starts once those tiers have
-ended. When the build failed, it says so here and the test-bed fixtures build again and fail loudly. Every tier's or
-step's JUnit report (each test's duration) is kept in .testbed/logs/tier-<name>.xml, a step's output in
-.testbed/logs/tier-<name>.log.
+during the tiers that never touch it (unit, playbook, engine): its node images, its engine image in its registries, two
+isolated test beds (instances 0 and 1) started. The test-bed tier runs as two shards, one per test bed: the service
+module (the pair's liveness, lock and key tests) on instance 0; the prepare stage's module, every other test-bed module
+(the single node among them) and two of the pair's failed starts on instance 1, so one shard's waits (watchdog windows,
+detection bounds, engine loads) overlap the other's work. The second shard, whose first minutes are the prepare stage
+with no time bound to keep, starts as soon as its test bed is up, beside the playbook and engine tiers (with test-bed
+images present the beds are up within a minute, and those tiers leave most of a core idle); the service shard, whose
+watchdog tests time their detections, starts once those tiers have ended. When the build failed, it says so here and the
+test-bed fixtures build again and fail loudly. Every tier's or step's JUnit report (each test's duration) is kept in
+.testbed/logs/tier-<name>.xml, a step's output in .testbed/logs/tier-<name>.log.
 
     python tests/tiers.py            # from the project root, with .venv's python (the Makefile's way)
     python tests/tiers.py testbed    # the named tiers only (unit, playbook, engine, testbed)
@@ -44,14 +43,14 @@ TIERS = [
 # what test_prepare.py proves for every role at once, and on two busy cores they took about 24 minutes.
 SERVICE_MODULES = ["tests/testbed/test_service.py"]
 PREPARE_MODULE = "tests/testbed/test_prepare.py"
-# The pair's failed starts (test_service.py's last tests) need no watchdog and no other test's state: they balance
-# the shards from the other one, whose test bed serves the same pair.
+# Two of the pair's failed starts (test_service.py's last tests) need no watchdog and no other test's state: they
+# balance the shards from the other one, whose test bed serves the same pair (its stalls stay: with them there the
+# other shard ended last, 3 minutes after this one).
 FAILED_STARTS = [
     f"tests/testbed/test_service.py::{name}"
     for name in (
         "test_worker_that_cannot_start_is_found_in_seconds",
         "test_a_node_short_of_memory_is_refused_naming_both_numbers_before_any_rank_starts",
-        "test_a_stall_mid_start_is_found_within_30_s_blaming_the_right_node",
     )
 ]
 SHARDS = [
