@@ -26,7 +26,7 @@ from tests.runner import command_env
 
 # The test-bed tests make test runs: not the Molecule scenarios (`make molecule`), not the extended suite (`make
 # test-extended`: the quad and the fleet, and second proofs of paths these tests prove; docs/tests.md lists them and
-# why). Together the two fit CI's time budget no longer on two busy cores.
+# why): with them the tier outran CI's time limit on two busy cores.
 TESTBED = "testbed and not molecule and not extended"
 # Exclusive markers: every test runs in at most one tier; the test-bed tier's shards split its tests further.
 TIERS = [
