@@ -61,3 +61,20 @@ def refusals(parsed, labels):
         for label, reply in zip(labels, parsed["answers"], strict=True)
         if not reply["ok"]
     ]
+
+
+def public_version(version):
+    """A PEP 440 version without its local part: `0.32.0+cpu` and `0.32.0` are one engine release."""
+    return str(version).strip().split("+", 1)[0]
+
+
+def version_problem(engine_version, image_version):
+    """The profile's engine_version against the vLLM the image reports; None when they are one release. The block
+    and the flag rules are those of engine_version: another release in the image would be judged by the wrong ones."""
+    if public_version(engine_version) == public_version(image_version):
+        return None
+    return (
+        f"engine_version={engine_version!r}: the image holds vLLM {image_version} (rule: engine-version-matches-image; "
+        "the flags and the cache block are judged by engine_version's rules). Set the profile's engine_version to "
+        f"{public_version(image_version)!r} (spark_serve_profile_overrides) or deploy an image of vLLM {engine_version}"
+    )

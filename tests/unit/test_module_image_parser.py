@@ -79,3 +79,27 @@ def test_an_image_that_cannot_run_the_parser_is_named(monkeypatch, tmp_path):
     result = run_module(vllm_image_parser, params(tmp_path))
     assert result["failed"] and "cannot run the image's own vLLM parser in spark-serve/gb10:" in result["msg"]
     assert "python3" in result["msg"] and "nothing was started" in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("engine_version", "image_version", "refused"),
+    [
+        ("0.32.0", "0.32.0+cpu", False),  # a local part is the same release
+        ("0.33.0", "0.33.0", False),
+        ("0.30.1rc1.dev648", "0.30.1rc1.dev648+g1234abc", False),
+        ("0.30.1rc1.dev648", "0.33.0", True),  # seed 000's private build against a stock image
+        ("0.33.0", "0.32.0+cpu", True),
+        ("0.32.0", "unknown", True),  # an image without vLLM's metadata cannot be shown to be the release
+    ],
+)
+def test_the_images_vllm_must_be_the_profiles_engine_version(
+    monkeypatch, tmp_path, engine_version, image_version, refused
+):
+    fake_docker(monkeypatch, [{"ok": True}, {"ok": True}], version=image_version)
+    args = dict(params(tmp_path), engine_version=engine_version)
+    for cached in (False, True):  # a remembered pass of the argv is judged against the release again
+        result = run_module(vllm_image_parser, args)
+        assert (result["failed"], result["cached"], result["version"]) == (refused, cached, image_version)
+        if refused:
+            assert f"engine_version={engine_version!r}: the image holds vLLM {image_version}" in result["msg"]
+            assert "rule: engine-version-matches-image" in result["msg"] and "nothing was started" in result["msg"]

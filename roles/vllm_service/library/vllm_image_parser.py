@@ -31,6 +31,11 @@ options:
     description: Folder on the node where passed checks are remembered.
     type: path
     required: true
+  engine_version:
+    description:
+      - The profile's C(engine_version); when given, the image's vLLM must be that release (a local part such as
+        C(+cpu) aside), else the check fails naming both, before any rank starts.
+    type: str
   timeout:
     description: Seconds the container may take (importing vLLM takes about 10 s).
     type: int
@@ -71,7 +76,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.image_parser import PARSE_SCRIPT, answer, check_key, refusals
+from ansible.module_utils.image_parser import PARSE_SCRIPT, answer, check_key, refusals, version_problem
 
 
 def image_id(module, image):
@@ -84,6 +89,15 @@ def image_id(module, image):
     return out.strip()
 
 
+def exit_checked(module, cached, version):
+    """The argv passed; the image's release must still be the profile's (a cached pass is judged again)."""
+    wanted = module.params["engine_version"]
+    problem = version_problem(wanted, version) if wanted else None
+    if problem:
+        module.fail_json(msg=f"{problem}; nothing was started", cached=cached, refused=[], version=version)
+    module.exit_json(changed=False, cached=cached, refused=[], version=version)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -91,6 +105,7 @@ def main():
             argvs=dict(type="list", elements="list", required=True),
             hosts=dict(type="list", elements="str", required=True),
             cache_dir=dict(type="path", required=True),
+            engine_version=dict(type="str"),
             timeout=dict(type="int", default=300),
         ),
         supports_check_mode=True,
@@ -100,7 +115,7 @@ def main():
     stamp = os.path.join(p["cache_dir"], check_key(image_id(module, p["image"]), argvs))
     if os.path.isfile(stamp):
         with open(stamp, encoding="utf-8") as handle:
-            module.exit_json(changed=False, cached=True, refused=[], version=json.load(handle)["version"])
+            exit_checked(module, cached=True, version=json.load(handle)["version"])
     command = ["timeout", str(p["timeout"]), "docker", "run", "--rm", "--network", "none", "--pull", "never"]
     command += ["--entrypoint", "python3", p["image"], "-c", PARSE_SCRIPT, json.dumps(argvs)]
     rc, out, err = module.run_command(command)
@@ -126,7 +141,7 @@ def main():
         os.makedirs(p["cache_dir"], exist_ok=True)
         with open(stamp, "w", encoding="utf-8") as handle:
             json.dump({"version": parsed["version"], "image": p["image"]}, handle)
-    module.exit_json(changed=False, cached=False, refused=[], version=parsed["version"])
+    exit_checked(module, cached=False, version=parsed["version"])
 
 
 if __name__ == "__main__":
