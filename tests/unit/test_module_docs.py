@@ -1,5 +1,6 @@
 """What ansible-test's validate-modules checks, for this project's layout: every module's documentation, as
-ansible-doc renders it (doc fragments merged), against the argument spec the module really builds.
+ansible-doc renders it (doc fragments merged), against the argument spec the module really builds; and the page a
+person reads, ansible-doc's text mode, which formats every field the JSON mode only passes through.
 
 Returned keys are checked against RETURN on every module run in the module tests (tests/module_harness.py);
 here every RETURN entry must be well-formed.
@@ -7,7 +8,9 @@ here every RETURN entry must be well-formed.
 
 import ast
 import json
+import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from unittest import mock
 
 import pytest
@@ -30,6 +33,8 @@ ACTION_SPECS = {
     "spark_transfer": spark_transfer_action.ARGUMENT_SPEC,
     "vllm_staged_start": staged_start_action.ARGUMENT_SPEC,
 }
+# The first line of each module's page in ansible-doc's text mode: its name, then its file.
+PAGE_HEADER = re.compile(r"^> MODULE (\S+) \(", re.MULTILINE)
 # What a missing field means, in the documentation and in an argument spec alike.
 FIELD_DEFAULTS = {"type": "str", "required": False, "default": None, "choices": None, "elements": None, "aliases": []}
 
@@ -47,6 +52,38 @@ def rendered():
         timeout=120,
     )
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def ansible_doc_text(*names):
+    """(exit code, output, errors) of ansible-doc's text mode for `names`, every library folder on -M."""
+    proc = subprocess.run(
+        [str(BIN / "ansible-doc"), "-t", "module", "-M", ":".join(LIBRARIES), *names],
+        cwd=ROOT,
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def split_pages(out):
+    """{module: its page} of ansible-doc's text output, each page from its header line to the next one."""
+    headers = list(PAGE_HEADER.finditer(out))
+    ends = [header.start() for header in headers[1:]] + [len(out)]
+    return {header.group(1): out[header.start() : end] for header, end in zip(headers, ends, strict=True)}
+
+
+@pytest.fixture(scope="session")
+def text_pages():
+    """{module: (exit code, its page, errors)}: one ansible-doc for every module (one process costs what one
+    module costs); a module that breaks the text mode stops that run with no page at all, so then each module runs
+    alone and every case shows its own error."""
+    rc, out, err = ansible_doc_text(*sorted(MODULES))
+    if rc == 0:
+        return {name: (rc, page, err) for name, page in split_pages(out).items()}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(sorted(MODULES), pool.map(ansible_doc_text, sorted(MODULES)), strict=True))
 
 
 def module_doc(rendered, name):
@@ -115,6 +152,22 @@ def test_ansible_doc_renders_every_module(rendered):
         assert doc["doc"]["module"] == name and doc["doc"]["short_description"], name
         assert doc["doc"]["filename"] == str(ROOT / MODULES[name] / f"{name}.py"), name
         assert doc["examples"].strip() and doc["return"], f"{name}: EXAMPLES and RETURN must not be empty"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_ansible_doc_text_mode_renders_the_whole_page(text_pages, rendered, name):
+    rc, page, err = text_pages.get(name, (None, "", "ansible-doc printed no page for it"))
+    assert rc == 0 and "ERROR" not in err, err
+    assert "Traceback" not in page + err, page + err
+    assert page.startswith(f"> MODULE {name} ({ROOT / MODULES[name] / name}.py)\n"), page[:200]
+    # ansible-doc 2.19's page leaves out short_description (only -l and -s print it): every option and return
+    # key having its entry shows the rest of the page was formatted.
+    doc = module_doc(rendered, name)
+    head, returns = page.partition("\nRETURN VALUES:\n")[::2]
+    missing = [key for key in doc["doc"].get("options") or {} if not re.search(rf"^[-=] {key}\b", head, re.M)]
+    missing += [key for key in doc["return"] if not re.search(rf"^- {key}\b", returns, re.M)]
+    assert missing == [], f"{name}: no entry on its page"
+    assert "\nEXAMPLES:\n" in head, f"{name}: no examples on its page"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -10,7 +10,7 @@ description:
     localhost) and returns each key's SHA-256 digest with the tenant's name and limits, the form the door compares.
   - Lists every violation at once, each naming the field, the value and the rule (a missing or malformed key file,
     a bad or reserved or repeated name, a negative limit, two tenants with one key). Changes nothing.
-  - Its result holds digests of keys: register it under C(no_log).
+  - Its result holds digests of keys, so register it under C(no_log).
 options:
   api_key_file:
     description: The operator's key file (the tenant C(operator), no limits); empty for none.
