@@ -10,7 +10,9 @@ and, per replica, a credential derived from it that lets that replica's head add
 
 import hashlib
 import hmac
+import os
 import re
+import shlex
 
 OPERATOR = "operator"  # the tenant of front_door_api_key_file: the controller's gate, benchmark and warm-up use it
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")  # an nginx variable and zone name part
@@ -18,12 +20,19 @@ KEY = re.compile(r"^[A-Za-z0-9._~+/=-]{16,512}$")  # a bearer token
 LIMITS = ("requests_per_minute", "burst", "max_concurrent")
 
 
+def create_key_command(path):
+    """The command that creates the key file `path`, as a refusal prints it: pasted as is it works in a fresh clone
+    too, where `.spark-serve/` does not exist yet, and leaves the shell's own umask alone."""
+    folder = shlex.quote(os.path.dirname(path) or ".")
+    return f"(umask 077 && mkdir -p {folder} && openssl rand -hex 32 > {shlex.quote(path)})"
+
+
 def key_violations(field, path, text):
     """Why the key file `path` cannot be a door key (empty: it can)."""
     if text is None:
         return [
             f"{field}={path}: no such file on the controller (rule: the key is read from a file there; create it "
-            f"once: `umask 077; openssl rand -hex 32 > {path}`)"
+            f"once: `{create_key_command(path)}`)"
         ]
     if not KEY.match(text.strip()):
         return [

@@ -3,9 +3,12 @@ digest with its tenant's name and limits; every violation is listed at once, nam
 rule, and no key text ever appears in a result."""
 
 import hashlib
+import re
+import stat
+import subprocess
 
 import pytest
-from ansible.module_utils.door_keys import admin_entries, door_keys, member_credential
+from ansible.module_utils.door_keys import admin_entries, door_keys, key_violations, member_credential
 from ansible.modules import front_door_keys
 
 from tests.module_harness import run_module
@@ -110,9 +113,20 @@ def test_the_module_reads_the_files_and_returns_digests_never_a_key(tmp_path):
     assert result["revoked"] == ["carol"]
     assert result["violations"] == [
         f"front_door_tenants[1].key_file={tmp_path / 'missing'}: no such file on the controller (rule: the key is read "
-        f"from a file there; create it once: `umask 077; openssl rand -hex 32 > {tmp_path / 'missing'}`)"
+        f"from a file there; create it once: `(umask 077 && mkdir -p {tmp_path} && openssl rand -hex 32 > "
+        f"{tmp_path / 'missing'})`)"
     ]
     assert OPERATOR_KEY not in str(result) and ALICE_KEY not in str(result)
+
+
+def test_the_missing_key_refusal_prints_a_command_that_creates_it_as_printed(tmp_path):
+    """In a fresh clone neither the key nor .spark-serve/ exists; a path may hold a space."""
+    key = tmp_path / "a clone" / ".spark-serve" / "api-key"
+    (violation,) = key_violations("front_door_api_key_file", str(key), None)
+    command = re.search(r"create it once: `(.+)`\)$", violation).group(1)
+    subprocess.run(["bash", "-e", "-c", command], check=True, timeout=30)
+    assert re.fullmatch(r"[0-9a-f]{64}\n", key.read_text())
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and stat.S_IMODE(key.parent.stat().st_mode) == 0o700
 
 
 ADMIN_KEY = "admin-0123456789abcdef0123"

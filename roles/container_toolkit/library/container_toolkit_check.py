@@ -8,8 +8,9 @@ module: container_toolkit_check
 short_description: Judge a node's NVIDIA Container Toolkit packages, nvidia-ctk and the running Docker daemon's runtimes
 description:
   - Lists what is wrong, one line each starting with the node's name, from the results of C(dpkg-query) for the
-    toolkit packages, of C(nvidia-ctk --version) and of community.docker.docker_host_info (a package not at the pinned
-    version, nvidia-ctk not at its upstream version, no nvidia runtime in the running daemon, another default runtime).
+    toolkit packages, of C(nvidia-ctk --version) and of community.docker.docker_host_info (a package not at the
+    version the role installs - the pin, or the newer one the node had, as container_toolkit_target chooses it -
+    nvidia-ctk not at its upstream version, no nvidia runtime in the running daemon, another default runtime).
   - Reads nothing itself; changes nothing.
 options:
   node:
@@ -22,7 +23,9 @@ options:
     elements: str
     required: true
   version:
-    description: The pinned Debian version of the packages (nvidia-ctk reports its upstream part, C(~) as C(-)).
+    description: The pinned Debian version of the packages (container_toolkit_version); the packages must all be at
+      it, or at the newest version installed when that is newer (kept). nvidia-ctk reports the upstream part of that
+      version, C(~) as C(-). One that is not a Debian version is refused, by name.
     type: str
     required: true
   runtime_name:
@@ -80,7 +83,7 @@ summary:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.toolkit_checks import toolkit_verdict
+from ansible.module_utils.toolkit_checks import toolkit_verdict, version_problem
 
 
 def main():
@@ -97,6 +100,9 @@ def main():
         },
         supports_check_mode=True,
     )
+    problem = version_problem("container_toolkit_version", module.params["version"])
+    if problem:
+        module.fail_json(msg=f"{module.params['node']}: {problem}")
     problems, summary = toolkit_verdict(module.params)
     module.exit_json(changed=False, problems=problems, summary=summary)
 
