@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from jinja2.nativetypes import NativeEnvironment
 
-from tests.runner import ansible_playbook_argv, run
+from tests.runner import PINNED_IMAGE_ARGS, ansible_playbook_argv, run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "schemas" / "profile.schema.json").read_text())
@@ -127,6 +127,7 @@ def local_inventory(tmp_path, profile_name, overrides=None):
         "spark_serve_profile": profile_name,
         "spark_serve_profile_overrides": overrides or {},
         "vllm_service_api_key_file": str(key),  # as every shipped real inventory names one
+        "spark_serve_image_digest": PINNED_IMAGE_ARGS[1].split("=", 1)[1],  # as README step 4 has a user set
     }
     (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(group))
     return inv
@@ -137,7 +138,7 @@ def validate_argv(inventory, state):
     `state` as its controller folder."""
     chosen = ["-i", str(inventory)] if inventory else []
     playbook = ansible_playbook_argv("site.yml", "--check", "--tags", "validate")
-    return [*playbook, *chosen, "-e", f"spark_serve_controller_dir={state}"]
+    return [*playbook, *chosen, *PINNED_IMAGE_ARGS, "-e", f"spark_serve_controller_dir={state}"]
 
 
 def site_check(tmp_path, profile_name, overrides=None):

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.runner import ansible_playbook_argv, run, write_api_key
+from tests.runner import PINNED_IMAGE_ARGS, ansible_playbook_argv, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -19,6 +19,7 @@ def test_spark_quad_validates_with_rank_flags_for_four_nodes(tmp_path):
             "inventories/spark-quad",
             "--tags",
             "validate",
+            *PINNED_IMAGE_ARGS,
             "-e",
             f"spark_serve_controller_dir={tmp_path}",
         )

@@ -8,7 +8,7 @@ import pytest
 from ansible import constants as C
 
 from tests.profiles import ROOT
-from tests.runner import ansible_playbook, run, write_api_key
+from tests.runner import PINNED_IMAGE_ARGS, ansible_playbook, run, write_api_key
 
 pytestmark = pytest.mark.playbook
 
@@ -17,7 +17,15 @@ def validate(inventory, state):
     """`site.yml --check --tags validate`, with the API key file the real inventories name already created."""
     write_api_key(state)
     return ansible_playbook(
-        "site.yml", "-i", inventory, "--check", "--tags", "validate", "-e", f"spark_serve_controller_dir={state}"
+        "site.yml",
+        "-i",
+        inventory,
+        "--check",
+        "--tags",
+        "validate",
+        *PINNED_IMAGE_ARGS,
+        "-e",
+        f"spark_serve_controller_dir={state}",
     )
 
 
@@ -84,3 +92,17 @@ def test_documented_adhoc_command_runs_although_discovery_would_pick_a_broken_py
     assert rc != 0, "the documented example profile is the refused one (retention 1600 with MTP 4)"
     assert "broken python" not in out, out[-3000:]
     assert "engine.prefix_cache_retention_interval=1600" in out and "1616" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("inventory", ["spark-pair", "spark-single"])
+def test_the_shipped_image_placeholder_is_refused_at_validation_naming_the_base_to_set(tmp_path, inventory):
+    """README step 6 before step 4: the all-zero placeholder is refused by the first command, naming the variable a
+    user sets, and no rank's spec is written with it."""
+    write_api_key(tmp_path)
+    rc, out = ansible_playbook(
+        "site.yml", "-i", inventory, "--tags", "validate", "-e", f"spark_serve_controller_dir={tmp_path}"
+    )
+    assert rc != 0, out[-3000:]
+    assert "image.digest=sha256:" + "0" * 64 + ": the all-zero placeholder the profiles ship (rule: image-pinned" in out
+    assert "Set spark_serve_image_base to the arm64 vLLM build" in out, out[-3000:]
+    assert not list(tmp_path.glob("*/rank*.spec.json"))

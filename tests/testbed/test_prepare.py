@@ -10,13 +10,14 @@ The converge-again run logs in as a non-root user with a sudo password, as on DG
 password the way `-K` does (`--become-password-file`): the -K path converges at no extra run.
 """
 
+import json
 import re
 
 import pytest
 import yaml
 
 from tests.testbed import service_faults as sf
-from tests.testbed.helpers import INSTANCE, node_exec, playbook, run
+from tests.testbed.helpers import INSTANCE, ROOT, assert_never_ran, node_exec, playbook, run
 
 pytestmark = pytest.mark.testbed
 
@@ -84,6 +85,46 @@ def test_every_role_verifies_the_prepared_pair(served_pair):
     rc, out = playbook("tests/testbed/prepared/verify.yml", sf.PAIR)
     assert rc == 0, out[-6000:]
     assert "TASK [Check both nodes hold the same complete snapshot]" in out, out[-6000:]
+
+
+def test_an_engine_version_the_image_does_not_hold_is_refused_before_the_download(served_pair):
+    """Alone proves the prepare stage's order: a profile whose engine_version is not the release in the image (the
+    test bed's vLLM reports 0.32.0+cpu) is refused by the image's own vLLM right after the image is on the nodes,
+    before the model role runs, while the pair keeps serving."""
+    sf.ensure_serving()
+    before = [sf.container_identity(i) for i in range(2)]
+    override = {"spark_serve_profile_overrides": {"engine_version": "0.33.0"}}
+    rc, out = playbook("site.yml", sf.PAIR, "--tags", "prepare", "-e", json.dumps(override), timeout=1800)
+    assert rc != 0, out[-6000:]
+    said = "engine_version='0.33.0': the image holds vLLM 0.32.0+cpu (rule: engine-version-matches-image"
+    assert said in out and "nothing was started" in out, out[-6000:]
+    assert "TASK [engine_image : " in out, "the image was not made ready first"
+    assert_never_ran(out, "hf_model")
+    assert [sf.container_identity(i) for i in range(2)] == before, "a refused prepare restarted a rank"
+    assert sf.health() == 200
+
+
+def test_the_block_is_predicted_again_from_the_models_own_config_before_any_rank_starts(served_pair):
+    """Alone proves the check after the download: a profile whose estimate (model.config: the tiny hybrid, whose
+    640-token block the retention divides) passes is refused by the model's own config.json read from the head (the
+    tiny Llama has no state to retain), the config is kept on the controller, and no rank was touched."""
+    sf.ensure_serving()
+    before = [sf.container_identity(i) for i in range(2)]
+    kept = ROOT / ".testbed" / INSTANCE / "spark-serve" / "model-configs" / "spark-serve--tiny-llama@7e57bed0.json"
+    kept.unlink(missing_ok=True)  # test set-up: as before the first download (the fixture's prepare kept it)
+    estimate = {
+        "model": {"config": "tests/engine/models/tiny-qwen3-next/config.json"},
+        "engine": {"mamba_cache_mode": "align", "prefix_cache_retention_interval": 640},
+    }
+    override = {"spark_serve_profile_overrides": estimate}
+    rc, out = playbook("playbooks/prepare.yml", sf.PAIR, "--tags", "model_check", "-e", json.dumps(override))
+    assert rc != 0, out[-6000:]
+    assert "TASK [vllm_service : Remember the estimate's block]" in out, "the estimate was refused: no proof"
+    assert f"violation(s) in the profile (the cache block predicted from {kept})" in out, out[-6000:]
+    assert "engine.prefix_cache_retention_interval=640" in out and "model type 'llama' has none" in out, out[-6000:]
+    assert json.loads(kept.read_text()) == json.loads((ROOT / "tests/engine/models/tiny-llama/config.json").read_text())
+    assert [sf.container_identity(i) for i in range(2)] == before, "a refused check restarted a rank"
+    assert sf.health() == 200
 
 
 def test_the_passwordless_opt_in_lets_the_sudo_user_in_without_a_password(sudo_user, tmp_path):
