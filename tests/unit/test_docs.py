@@ -127,3 +127,163 @@ def test_every_playbook_a_test_runs_goes_through_one_command_line():
         if re.search(r"""BIN / ["']ansible-playbook["']|["']ansible-playbook["'],""", line)
     ]
     assert spelled == []
+
+
+# Where the code refuses by rule name: the rule sets, the modules, action plugins and roles' modules, the roles'
+# tasks and the playbooks (the generated flag catalogs hold no rule).
+RULE_SOURCES = (
+    "module_utils/*.py",
+    "library/*.py",
+    "action_plugins/*.py",
+    "roles/*/library/*.py",
+    "roles/*/tasks/*.yml",
+    "playbooks/*.yml",
+)
+# A rule named inside a message, `... [rule: image-base-pinned]` or `(rule: image-pinned; ...)`; a prose rule, `(rule:
+# one router host)`, explains and names nothing.
+RULE_IN_TEXT = re.compile(r"[\[(]rule: ([a-z][a-z0-9]*(?:-[a-z0-9]+)*)[\];)]")
+RULE_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
+WATCHDOG = ROOT / "roles" / "vllm_service" / "files" / "spark-serve-watchdog.py"
+TROUBLESHOOTING = DOCS / "troubleshooting.md"
+
+
+def name_text(node):
+    """A rule's or an event's name as the page writes it: a literal, or an f-string with `<part>` for each computed
+    part (`schema <validator>`, `engine-fails-<when>`); None for a variable (its literals are found where written)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    parts = []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            parts.append(part.value)
+        else:  # the attribute or key it reads: error.validator, error['when'].replace(...)
+            read = re.match(r"\w+(?:\.|\[['\"])(\w+)", ast.unparse(part.value))
+            parts.append(f"<{read.group(1) if read else ast.unparse(part.value)}>")
+    return "".join(parts)
+
+
+def rule_positions(trees):
+    """{function: index of its `rule` parameter, self aside} of every function that takes one."""
+    return {
+        node.name: params.index("rule")
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        for params in [[arg.arg for arg in node.args.args if arg.arg != "self"]]
+        if "rule" in params
+    }
+
+
+def paired_rule(node):
+    """The rule of a (rule, message) pair a check returns or appends (module_utils/input_rules.py's), else None: a
+    tuple of a label and a text elsewhere (`("hot-1", "hot")` in a loop) is no refusal."""
+    if isinstance(node, ast.Return):
+        pair = node.value
+    elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "append" and len(node.args) == 1:
+        pair = node.args[0]
+    else:
+        return None
+    if not (isinstance(pair, ast.Tuple) and len(pair.elts) == 2 and name_text(pair.elts[1]) is not None):
+        return None
+    name = name_text(pair.elts[0])
+    return name if name and RULE_NAME.match(name) else None
+
+
+def rules_in_tree(tree, positions):
+    """The rules one Python file passes to a function's `rule`, writes under a "rule" key, or pairs with a message."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            position = positions.get(getattr(node.func, "attr", getattr(node.func, "id", None)))
+            if position is not None and len(node.args) > position:
+                found.add(name_text(node.args[position]))
+        if isinstance(node, ast.Dict):
+            found |= {name_text(v) for k, v in zip(node.keys, node.values, strict=True) if name_text(k) == "rule"}
+        found.add(paired_rule(node))
+    return found - {None}
+
+
+def rule_names(texts):
+    """Every rule name in {path: text} of the rule sources."""
+    trees = [ast.parse(text) for path, text in texts.items() if path.endswith(".py")]
+    positions = rule_positions(trees)
+    names = {name for text in texts.values() for name in RULE_IN_TEXT.findall(text)}
+    return names.union(*(rules_in_tree(tree, positions) for tree in trees))
+
+
+def rule_sources():
+    """{path: text} of every rule source."""
+    return {
+        str(path): path.read_text()
+        for pattern in RULE_SOURCES
+        for path in sorted(ROOT.glob(pattern))
+        if not path.name.startswith("vllm_flags_")
+    }
+
+
+def watchdog_events():
+    """The events the watchdog records: those it exports (EVENTS) and every {"event": ...} it writes."""
+    tree = ast.parse(WATCHDOG.read_text())
+    exported = {
+        element.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["EVENTS"]
+        for element in node.value.elts
+    }
+    written = {
+        name_text(value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Dict)
+        for key, value in zip(node.keys, node.values, strict=True)
+        if name_text(key) == "event"
+    }
+    return (exported | written) - {None}
+
+
+def page_rows():
+    """{name: row} of the troubleshooting page's tables, by the name in backticks in each row's first cell."""
+    rows = TROUBLESHOOTING.read_text().splitlines()
+    return {m.group(1): row for row in rows for m in [re.match(r"\| `([^`]+)` \|", row)] if m}
+
+
+def test_the_rule_scan_finds_every_way_code_names_a_rule():
+    texts = {
+        "a.py": (
+            "def fail(self, field, value, rule, message): pass\n"
+            "def check(self, error):\n"
+            "    self.fail('f', 1, 'named-rule', 'm')\n"
+            "    self.fail('f', 1, f\"engine-fails-{error['when'].replace('_', '-')}\", 'm')\n"
+            "    self.fail('f', 1, variable, 'm')\n"
+            "    problems.append({'rule': f'schema {error.validator}'})\n"
+            "    problems.append(('pair-rule', f'{error}'))\n"
+            "    labels = [('hot-1', 'hot')]\n"
+            "    return 'returned-rule', 'message'\n"
+        ),
+        "b.yml": "msg: x (rule: image-pinned; why) [rule: template] (rule: a prose rule)\n",
+    }
+    assert rule_names(texts) == {
+        "named-rule",
+        "engine-fails-<when>",
+        "schema <validator>",
+        "pair-rule",
+        "returned-rule",
+        "image-pinned",
+        "template",
+    }
+
+
+def test_the_troubleshooting_page_names_exactly_the_rules_and_watchdog_events():
+    rules, events = rule_names(rule_sources()), watchdog_events()
+    assert len(rules) > 40 and len(events) >= 5, "the scan found too few names to mean anything"
+    named = set(page_rows())
+    assert sorted((rules | events) - named) == [], "emitted by the code, missing from docs/troubleshooting.md"
+    assert sorted(named - rules - events) == [], "on docs/troubleshooting.md, emitted nowhere in the code"
+
+
+def test_every_troubleshooting_row_says_what_to_run_next():
+    for name, row in page_rows().items():
+        commands = re.findall(r"`ansible-playbook ([^`\s]+)", row)
+        assert commands, f"{name}: no ansible-playbook command to run next"
+        assert all((ROOT / command).is_file() for command in commands), f"{name}: {commands}"
