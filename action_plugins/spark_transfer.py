@@ -21,7 +21,14 @@ from ansible.utils.display import Display
 
 # As in vllm_staged_start: the project's module_utils join the package an action plugin imports from.
 ansible.module_utils.__path__.extend(p for p in C.DEFAULT_MODULE_UTILS_PATH if p not in ansible.module_utils.__path__)
-from ansible.module_utils.transfer_progress import Transfer, bytes_of, human_bytes, human_duration, reported
+from ansible.module_utils.transfer_progress import (
+    Transfer,
+    bytes_of,
+    human_bytes,
+    human_duration,
+    own_failure,
+    reported,
+)
 
 display = Display()
 
@@ -207,6 +214,9 @@ class ActionModule(ActionBase):
             seconds=round(elapsed, 1),
             bytes=transfer.last or 0,
         )
+        said = own_failure(stderr)  # what happened and what to do, in the command's words: no resume to add
+        if code != 0 and said:
+            return self.failed(result, f"{here}: {args['step']} failed: {said}")
         if code != 0:
             return self.failed(
                 result,

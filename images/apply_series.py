@@ -6,8 +6,10 @@ Every series (`patches/`, then the user's `patches.local/` when present) is read
 each patch's sha256 must equal its line in `SHA256SUMS`. A patch is a unified diff with paths relative to the
 site-packages folder that holds `vllm/` (`a/vllm/...`, `b/vllm/...`). Each hunk must find its context exactly (at
 its line or shifted, never fuzzy): a base whose code moved fails the build naming the patch, the file and the
-hunk, never builds an image half patched. Writes `<dir>/provenance.json` (vLLM's version as installed, every
-patch applied with its sha256). Standard library only: it runs on whatever Python the base image ships.
+hunk, never builds an image half patched. A failure's last lines are `spark-serve-series-failed {json}` on stdout
+(series, patch, file, hunk, line, reason: module_utils/docker_progress.py makes it the build task's message) and the
+same in words on stderr. Writes `<dir>/provenance.json` (vLLM's version as installed, every patch applied with its
+sha256). Standard library only: it runs on whatever Python the base image ships.
 """
 
 import hashlib
@@ -19,10 +21,20 @@ import re
 import sys
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+MARKER = "spark-serve-series-failed "  # module_utils/docker_progress.py reads the line in the build's output
 
 
 class PatchError(Exception):
-    pass
+    """Why a series does not apply; `where` names it (series, patch, file, hunk, line) as far as it is known."""
+
+    def __init__(self, reason, **where):
+        super().__init__(reason)
+        self.where = where
+
+    def __str__(self):
+        patch = f"patch {self.where['series']}/{self.where['patch']}" if "patch" in self.where else ""
+        hunk = f"hunk {self.where['hunk']} (@@ -{self.where['line']}) " if "hunk" in self.where else ""
+        return ": ".join(filter(None, (patch, self.where.get("file"), hunk + self.args[0])))
 
 
 def read_list(path):
@@ -62,14 +74,14 @@ def parse(text):
     return files
 
 
-def apply_hunks(source, hunks, where):
+def apply_hunks(source, hunks, path):
     """The source with every hunk applied; the context must match exactly, at its line or the nearest shift."""
     lines, shift = source.splitlines(), 0
     for number, (start, old, new) in enumerate(hunks, 1):
         expected = max(start - 1 + shift, 0)
         spots = [at for at in range(len(lines) - len(old) + 1) if lines[at : at + len(old)] == old]
         if not spots:
-            raise PatchError(f"{where}: hunk {number} (@@ -{start}) does not match: the base's code differs")
+            raise PatchError("does not match: the base's code differs", file=path, hunk=number, line=start)
         at = min(spots, key=lambda spot: abs(spot - expected))
         lines[at : at + len(old)] = new
         shift += len(new) - len(old)
@@ -83,7 +95,7 @@ def apply_patch(root, patch_path):
     for path, hunks in files:  # all files checked before any is written: a patch applies whole or not at all
         target = os.path.join(root, path)
         if not os.path.isfile(target):
-            raise PatchError(f"{path}: no such file under {root}")
+            raise PatchError(f"no such file under {root}", file=path)
         with open(target, encoding="utf-8") as handle:
             patched[target] = apply_hunks(handle.read(), hunks, path)
     for target, text in patched.items():
@@ -104,8 +116,9 @@ def series(context, series_dir):
     for name in read_list(os.path.join(folder, "series")):
         path = os.path.join(folder, name)
         if sums.get(name) != sha256(path):
-            raise PatchError(f"{series_dir}/{name}: sha256 {sha256(path)} is not its SHA256SUMS line {sums.get(name)}")
-        patches.append((f"{series_dir}/{name}", path))
+            reason = f"sha256 {sha256(path)} is not its SHA256SUMS line {sums.get(name)}"
+            raise PatchError(reason, series=series_dir, patch=name)
+        patches.append((name, path))
     return patches
 
 
@@ -125,9 +138,10 @@ def main(argv):
             try:
                 files = apply_patch(root, path)
             except PatchError as err:
-                raise PatchError(f"patch {name}: {err}") from None
-            applied.append({"name": name, "sha256": sha256(path), "files": files})
-            print(f"applied {name}: {', '.join(files)}", flush=True)
+                err.where.update(series=series_dir, patch=name)
+                raise
+            applied.append({"name": f"{series_dir}/{name}", "sha256": sha256(path), "files": files})
+            print(f"applied {series_dir}/{name}: {', '.join(files)}", flush=True)
     try:
         version = importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
@@ -141,4 +155,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
     except PatchError as err:
+        print(MARKER + json.dumps({"reason": err.args[0], **err.where}, sort_keys=True), flush=True)
         sys.exit(f"apply_series: {err}; the image was not built")

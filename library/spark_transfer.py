@@ -19,6 +19,9 @@ description:
   - When nothing moves for O(stall_s) the command's whole process group is stopped (SIGTERM, then SIGKILL after
     5 s), O(stop_argv) runs, and the task fails naming the node, the step and O(resume). The same happens after
     O(timeout_s) and after a failed command; nothing of the transfer stays running.
+  - "A failed command whose last line on standard error starts with C(spark-transfer-failed: ) has said what
+    happened and what to do; the task fails with those words alone, after the node and the step, such as an image
+    build whose patch series does not apply (module_utils/docker_progress.py)."
   - Runs on the controller through Ansible's connection plugin for each host and the task's become, as
     vllm_staged_start does. In check mode nothing runs.
 options:

@@ -9,6 +9,10 @@ A pull's stream gives, per layer, `progressDetail` {current, total} while it dow
 layer the node already holds says "Already exists" and needs no byte. Bytes done are the layers' downloaded bytes;
 the total is the sum of the sizes known so far, marked as not exact until every layer has told its size (a layer
 waiting for its turn has not). Extracted bytes are movement too: a big layer's extraction is not a stall.
+
+A build whose series does not apply ends with the Engine API's "The command '/bin/sh -c python3 ...apply_series.py
+...' returned a non-zero code: 1"; the applier's own marked line before it names the series, patch, file and hunk,
+and the build's failure is then that, with what to do, as the whole message of the spark_transfer task.
 """
 
 import json
@@ -21,10 +25,16 @@ import time
 DOWNLOADED = ("Verifying Checksum", "Download complete", "Extracting", "Pull complete")
 WRITE_EVERY_S = 1.0  # the progress file is rewritten at most this often (the controller looks every few seconds)
 NOTE_CHARS = 72  # a build step shown in a progress line is cut to this length
+SERIES_FAILED = "spark-serve-series-failed "  # images/apply_series.py's line (JSON) when a series does not apply
+OWN_FAILURE = "spark-transfer-failed: "  # transfer_progress.OWN_FAILURE: this stderr line is the task's message
 
 
 class StreamError(Exception):
     """The Engine API said the pull or build failed (its own message)."""
+
+
+class SeriesFailed(StreamError):
+    """The build failed because the image's series does not apply; the message says which patch and what to do."""
 
 
 class Layer:
@@ -92,15 +102,19 @@ class BuildMeter:
     """The classic builder's stream (`APIClient.build(..., decode=True)`): the current step, every output chunk
     counted as movement, the image id at the end."""
 
-    def __init__(self):
+    def __init__(self, folder=""):
         self.step = "sending the build context"
         self.chunks = 0
         self.image_id = None
+        self.folder = folder  # the image folder on the controller, where a failed patch is fixed
+        self.series_failure = None  # what apply_series.py said when the series did not apply
 
     def feed(self, event):
         if not isinstance(event, dict):
             return
         if event.get("error") or event.get("errorDetail"):
+            if self.series_failure is not None:  # the API only says the RUN exited 1; the applier said why
+                raise SeriesFailed(series_message(self.series_failure, self.folder))
             raise StreamError(str(event.get("error") or event["errorDetail"].get("message", event["errorDetail"])))
         aux = event.get("aux")
         if isinstance(aux, dict) and aux.get("ID"):
@@ -112,10 +126,42 @@ class BuildMeter:
         for line in text.splitlines():
             if line.startswith("Step ") and " : " in line:
                 self.step = line.strip()
+            self.series_failure = series_failure(line) or self.series_failure
 
     def report(self):
         step = self.step if len(self.step) <= NOTE_CHARS else self.step[: NOTE_CHARS - 3] + "..."
         return {"moved": self.chunks, "note": step}
+
+
+def series_failure(line):
+    """apply_series.py's account of the patch that did not apply (series, patch, file, hunk, line, reason), or None
+    for any other line of the build's output."""
+    if not line.startswith(SERIES_FAILED):
+        return None
+    try:
+        failure = json.loads(line[len(SERIES_FAILED) :])
+    except ValueError:
+        return None
+    return failure if isinstance(failure, dict) and failure.get("reason") else None
+
+
+def series_message(failure, folder):
+    """One message for a series that does not apply: the series, the patch, the file and the hunk the applier
+    named, and what to do. The build stopped at that step: no image was tagged, no rank was touched."""
+    untouched = "No image was tagged and no rank was stopped: a deployment that serves keeps serving its current image."
+    if not failure.get("patch"):  # no patch reached (no vllm in the base's Python)
+        return f"the image's series could not be applied: {failure['reason']}. {untouched}"
+    series = failure.get("series", "patches")
+    hunk = f"hunk {failure['hunk']} (@@ -{failure.get('line')}) " if failure.get("hunk") else ""
+    where = ": ".join(filter(None, (failure.get("file"), hunk + failure["reason"])))
+    place = f"{folder}/{series}" if folder else series
+    # The project's own series fits the base its README names; a local patch is the user's to redo.
+    base = "pin the base the image folder's README.md names, or " if series == "patches" else ""
+    return (
+        f"patch {failure['patch']} of the series {series} does not apply to the base's vLLM: {where}. To go on, "
+        f"{base}fix the patch against this base or drop it from {place}/series, update {place}/SHA256SUMS "
+        f"(`sha256sum *.patch > SHA256SUMS` there) and rerun. {untouched}"
+    )
 
 
 class ProgressFile:
@@ -152,7 +198,8 @@ def pull(client, ref, progress):
 
 def build(client, spec, progress):
     """Build as community.docker.docker_image's build source did (classic builder, rm, no pull of the base): the
-    context `path`, `tag`, `buildargs` and `labels` of `spec`; the image id is printed."""
+    context `path`, `tag`, `buildargs` and `labels` of `spec` (its `folder`, the image folder on the controller, only
+    goes into a failure's message); the image id is printed."""
     events = client.build(
         path=spec["path"],
         tag=spec["tag"],
@@ -162,7 +209,7 @@ def build(client, spec, progress):
         rm=True,
         decode=True,
     )
-    meter = follow(events, BuildMeter(), progress)
+    meter = follow(events, BuildMeter(spec.get("folder", "")), progress)
     if not meter.image_id and not client.images(name=spec["tag"], quiet=True):
         raise StreamError(f"the build ended without an image {spec['tag']}")
     print(f"built {spec['tag']} {meter.image_id or ''}".rstrip())
@@ -170,7 +217,8 @@ def build(client, spec, progress):
 
 def main(argv):
     """`pull <ref> <progress file> [timeout s]` or `build <spec json> <progress file> [timeout s]`; exit 1 with one
-    line on stderr (no traceback) when the API refuses."""
+    line on stderr (no traceback) when the API refuses, marked as the task's whole message for a series that does
+    not apply."""
     if len(argv) < 3 or argv[0] not in ("pull", "build"):
         print("usage: docker_progress.py pull|build <ref or spec json> <progress file> [timeout s]", file=sys.stderr)
         return 2
@@ -183,6 +231,9 @@ def main(argv):
         timeout = int(float(argv[3])) if len(argv) > 3 else 3600
         client = docker.APIClient(version="auto", timeout=timeout, **docker.utils.kwargs_from_env())
         (pull if argv[0] == "pull" else build)(client, target, ProgressFile(argv[2]))
+    except SeriesFailed as error:  # says all there is to say: spark_transfer shows it alone
+        print(f"{OWN_FAILURE}{error}", file=sys.stderr)
+        return 1
     except Exception as error:  # the API's own words, not a traceback
         print(f"{type(error).__name__}: {error}", file=sys.stderr)
         return 1

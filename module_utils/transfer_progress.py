@@ -12,6 +12,7 @@ import json
 # The rate is taken over the last RATE_WINDOW_S seconds: long enough to smooth out a file boundary, short enough
 # that the time left follows a link that slowed down.
 RATE_WINDOW_S = 60.0
+OWN_FAILURE = "spark-transfer-failed: "  # docker_progress.OWN_FAILURE: a command's failure told in its own words
 
 
 def human_bytes(count):
@@ -61,6 +62,15 @@ def reported(text):
         if key in report and not (isinstance(report[key], int) and report[key] >= 0):
             return None
     return report
+
+
+def own_failure(stderr):
+    """The message a command wrote for its own failure, whole (docker_progress.py for a series that does not
+    apply): its last stderr line after OWN_FAILURE; None when it gave none (the exit code and stderr's tail then)."""
+    lines = stderr.strip().splitlines()
+    if lines and lines[-1].startswith(OWN_FAILURE):
+        return lines[-1][len(OWN_FAILURE) :].strip()
+    return None
 
 
 class Transfer:

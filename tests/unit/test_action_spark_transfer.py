@@ -10,6 +10,7 @@ import uuid
 from unittest import mock
 
 import pytest
+from ansible.module_utils import docker_progress
 from ansible.plugins.action import spark_transfer
 
 LAUNCHED = []  # the transfer folders the plugin created
@@ -198,6 +199,21 @@ def test_a_failed_build_names_its_step_and_the_apis_words(lines):
     assert re.match(
         r"spark-b: image build failed \(exit 1\) after \d s at Step 3/3 : RUN false: APIError: returned", result["msg"]
     )
+
+
+def test_a_build_that_says_why_it_failed_fails_with_those_words_alone(lines):
+    """docker_progress.py's marked line (a series that does not apply) is the whole message: no exit code, no
+    stderr tail, no resume sentence (a rerun without a fix fails the same)."""
+    said = "patch 0001-x.patch of the series patches.local does not apply to the base's vLLM: vllm/a.py: hunk 1"
+    result = transfer(
+        step="image build",
+        shell=reports('{"moved": 1, "note": "Step 3/3 : RUN python3 apply_series.py"}')
+        + f"; echo {shlex.quote(docker_progress.OWN_FAILURE + said)} >&2; exit 1",
+        progress_file="p.json",
+        resume="A rerun builds again (Docker's build cache keeps the steps that finished).",
+    )
+    assert (result["failed"], result["rc"], result["msg"]) == (True, 1, f"spark-b: image build failed: {said}")
+    assert lines[-1] == f"[spark-serve] FAILED: spark-b: image build failed: {said}"
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,14 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from ansible.module_utils import docker_progress
-from ansible.module_utils.docker_progress import BuildMeter, ProgressFile, PullMeter, StreamError, follow
+from ansible.module_utils.docker_progress import BuildMeter, ProgressFile, PullMeter, SeriesFailed, StreamError, follow
+
+from tests.profiles import ROOT
 
 SCRIPT = Path(docker_progress.__file__)
 DIGEST = "sha256:" + "d" * 64
@@ -152,6 +155,120 @@ def test_a_failed_build_step_fails_with_the_apis_words():
         BuildMeter().feed({"errorDetail": {"code": 1, "message": error}, "error": error})
 
 
+RUN_FAILED = "The command '/bin/sh -c python3 /opt/spark-serve/image/apply_series.py' returned a non-zero code: 1"
+ERROR = {"errorDetail": {"code": 1, "message": RUN_FAILED}, "error": RUN_FAILED}
+UNTOUCHED = "No image was tagged and no rank was stopped: a deployment that serves keeps serving its current image."
+HUNK_FAILED = {
+    "series": "patches.local",
+    "patch": "0001-my-fix.patch",
+    "file": "vllm/platforms/cpu.py",
+    "hunk": 2,
+    "line": 143,
+    "reason": "does not match: the base's code differs",
+}
+
+
+def marked(failure):
+    """apply_series.py's line for `failure`, as the build's stream carries a RUN's output."""
+    return {"stream": docker_progress.SERIES_FAILED + json.dumps(failure) + "\n"}
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        # a local patch written for another vLLM: the series, patch, file and hunk, and where to fix it
+        (
+            [marked(HUNK_FAILED)],
+            "patch 0001-my-fix.patch of the series patches.local does not apply to the base's vLLM: "
+            "vllm/platforms/cpu.py: hunk 2 (@@ -143) does not match: the base's code differs. To go on, fix the patch "
+            "against this base or drop it from /ctl/images/gb10/patches.local/series, update "
+            "/ctl/images/gb10/patches.local/SHA256SUMS (`sha256sum *.patch > SHA256SUMS` there) and rerun. "
+            + UNTOUCHED,
+        ),
+        # the project's own series on a base it was not written for: the pinned base is the first suspect
+        (
+            [{"stream": "applied patches/0001-a.patch: vllm/a.py\n"}, marked({**HUNK_FAILED, "series": "patches"})],
+            "patch 0001-my-fix.patch of the series patches does not apply to the base's vLLM: vllm/platforms/cpu.py: "
+            "hunk 2 (@@ -143) does not match: the base's code differs. To go on, pin the base the image folder's "
+            "README.md names, or fix the patch against this base or drop it from /ctl/images/gb10/patches/series, "
+            "update /ctl/images/gb10/patches/SHA256SUMS (`sha256sum *.patch > SHA256SUMS` there) and rerun. "
+            + UNTOUCHED,
+        ),
+        # a file the base does not have: no hunk to name
+        (
+            [
+                marked(
+                    {
+                        "series": "patches.local",
+                        "patch": "0002-new.patch",
+                        "file": "vllm/gone.py",
+                        "reason": "no such file under /usr/lib/python3/dist-packages",
+                    }
+                )
+            ],
+            "patch 0002-new.patch of the series patches.local does not apply to the base's vLLM: vllm/gone.py: no "
+            "such file under /usr/lib/python3/dist-packages. To go on, fix the patch against this base or drop it "
+            "from /ctl/images/gb10/patches.local/series, update /ctl/images/gb10/patches.local/SHA256SUMS "
+            "(`sha256sum *.patch > SHA256SUMS` there) and rerun. " + UNTOUCHED,
+        ),
+        # no patch reached: the base's Python has no vLLM
+        (
+            [marked({"reason": "no vllm package in this image's Python"})],
+            "the image's series could not be applied: no vllm package in this image's Python. " + UNTOUCHED,
+        ),
+    ],
+)
+def test_a_series_that_does_not_apply_fails_the_build_naming_patch_file_and_hunk(output, message):
+    meter = BuildMeter("/ctl/images/gb10")
+    for event in [{"stream": "Step 3/3 : RUN python3 /opt/spark-serve/image/apply_series.py\n"}, *output]:
+        meter.feed(event)
+    with pytest.raises(SeriesFailed) as failed:
+        meter.feed(ERROR)
+    assert str(failed.value) == message
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        [],  # another RUN failed
+        [{"stream": docker_progress.SERIES_FAILED + "{not json\n"}],
+        [{"stream": docker_progress.SERIES_FAILED + '{"patch": "0001-x.patch"}\n'}],  # no reason: not the applier's
+        [{"stream": "echo " + docker_progress.SERIES_FAILED + json.dumps(HUNK_FAILED) + "\n"}],  # not at a line's start
+    ],
+)
+def test_without_the_appliers_line_a_failed_build_keeps_the_apis_words(output):
+    meter = BuildMeter("/ctl/images/gb10")
+    for event in output:
+        meter.feed(event)
+    with pytest.raises(StreamError, match="returned a non-zero code: 1") as failed:
+        meter.feed(ERROR)
+    assert not isinstance(failed.value, SeriesFailed)
+
+
+def test_the_appliers_own_failure_becomes_the_builds_message(tmp_path):
+    """images/apply_series.py run on a tree whose code moved, its output fed as a build's stream: the message names
+    what the applier named (the two ends of the marked line held together)."""
+    series = tmp_path / "context" / "patches.local"
+    series.mkdir(parents=True)
+    patch = "--- a/vllm/mod.py\n+++ b/vllm/mod.py\n@@ -2,2 +2,2 @@\n a = 1\n-b = 2\n+b = 3\n"
+    (series / "0001-b.patch").write_text(patch)
+    (series / "series").write_text("0001-b.patch\n")
+    (series / "SHA256SUMS").write_text(subprocess.check_output(["sha256sum", "0001-b.patch"], cwd=series, text=True))
+    (tmp_path / "site" / "vllm").mkdir(parents=True)
+    (tmp_path / "site" / "vllm" / "mod.py").write_text("a = 1\nb = 20\n")
+    applier = [sys.executable, str(ROOT / "images" / "apply_series.py"), str(series.parent)]
+    proc = subprocess.run([*applier, "--root", str(tmp_path / "site")], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    meter = BuildMeter("/ctl/images/demo")
+    for line in (proc.stdout + proc.stderr).splitlines(keepends=True):
+        meter.feed({"stream": line})
+    with pytest.raises(
+        SeriesFailed, match=r"^patch 0001-b\.patch of the series patches\.local does not apply"
+    ) as failed:
+        meter.feed(ERROR)
+    assert "vllm/mod.py: hunk 1 (@@ -2) does not match: the base's code differs." in str(failed.value)
+
+
 class Clock:
     def __init__(self):
         self.now = 0.0
@@ -234,6 +351,18 @@ def test_follow_writes_a_report_before_the_first_event(tmp_path):
 
     follow(events(), PullMeter(), ProgressFile(str(path)))
     assert json.loads(path.read_text())["note"] == "1 of 1 layers, 1 already here"
+
+
+def test_the_script_gives_a_series_failure_as_the_tasks_whole_message(tmp_path, monkeypatch, capsys):
+    """main() with the docker SDK faked: the one stderr line is marked for spark_transfer, which shows it alone."""
+    client = FakeClient([marked(HUNK_FAILED), ERROR])
+    sdk = types.SimpleNamespace(APIClient=lambda **_: client, utils=types.SimpleNamespace(kwargs_from_env=dict))
+    monkeypatch.setitem(sys.modules, "docker", sdk)
+    spec = {"path": "/ctx", "tag": "spark-serve/gb10:abc", "folder": "/ctl/images/gb10"}
+    assert docker_progress.main(["build", json.dumps(spec), str(tmp_path / "p.json")]) == 1
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and said[0].startswith(docker_progress.OWN_FAILURE + "patch 0001-my-fix.patch "), said
+    assert "folder" not in client.calls[0][1], "the folder is for the message, not the Engine API"
 
 
 @pytest.mark.parametrize(

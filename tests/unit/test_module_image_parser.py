@@ -2,9 +2,13 @@
 the image's vLLM version, a pass is remembered by image id and argv, a broken image is named."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.image_parser import PROVENANCE
 from ansible.modules import vllm_image_parser
 
 from tests.module_harness import run_module
@@ -77,8 +81,86 @@ def test_a_pass_is_remembered_by_image_and_argv(monkeypatch, tmp_path):
 def test_an_image_that_cannot_run_the_parser_is_named(monkeypatch, tmp_path):
     fake_docker(monkeypatch, None)
     result = run_module(vllm_image_parser, params(tmp_path))
-    assert result["failed"] and "cannot run the image's own vLLM parser in spark-serve/gb10:" in result["msg"]
-    assert "python3" in result["msg"] and "nothing was started" in result["msg"]
+    assert result["failed"] and result["msg"] == (
+        "cannot run the image's own vLLM parser in spark-serve/gb10:0123456789abcdef (python3 or vLLM did not "
+        'start, rc 127); nothing was started: exec: "python3": executable file not found in $PATH'
+    )
+    assert result["traceback"] == 'exec: "python3": executable file not found in $PATH'
+
+
+# A fake vLLM package whose import fails as a bad patch makes it fail; the parser script runs on it for real.
+SERVE_IMPORTS = {
+    "vllm/__init__.py": "",
+    "vllm/utils/__init__.py": "",
+    "vllm/utils/argparse_utils.py": "FlexibleArgumentParser = None\n",
+    "vllm/entrypoints/__init__.py": "",
+    "vllm/entrypoints/cli/__init__.py": "",
+}
+TAIL = "nothing was started (the traceback is in this task's `traceback`)"
+LOCAL = "a patch of its series likely broke it (patches/0001-a.patch, patches.local/0001-mine.patch): fix or drop it "
+LOCAL += "in the image folder (series and SHA256SUMS) and rerun"
+
+
+@pytest.mark.parametrize(
+    ("files", "patches", "said"),
+    [
+        # a hunk that left a bracket open: the file and line the compiler names
+        (
+            {"vllm/__init__.py": "from vllm import platforms\n", "vllm/platforms.py": "a = 1\nb = (2,\n"},
+            ["patches/0001-a.patch", "patches.local/0001-mine.patch"],
+            f"SyntaxError: '(' was never closed (vllm/platforms.py, line 2); {LOCAL}",
+        ),
+        # a name a patch renamed: the vLLM frame that raised, not the import machinery's
+        (
+            {**SERVE_IMPORTS, "vllm/entrypoints/cli/serve.py": "import os\n\nPORT = default_port()\n"},
+            ["patches/0001-a.patch", "patches.local/0001-mine.patch"],
+            f"NameError: name 'default_port' is not defined (vllm/entrypoints/cli/serve.py, line 3); {LOCAL}",
+        ),
+        # a missing module other than the argparse_utils an older vLLM lacks is not taken for an older vLLM
+        (
+            {**SERVE_IMPORTS, "vllm/utils/argparse_utils.py": "import vllm.gone\n"},
+            [],
+            "ModuleNotFoundError: No module named 'vllm.gone' (vllm/utils/argparse_utils.py, line 1); the image "
+            "applies no patch: its base's vLLM does not import",
+        ),
+        # a registry image: no provenance.json, so no series to blame
+        (
+            {**SERVE_IMPORTS, "vllm/entrypoints/cli/serve.py": "raise RuntimeError('bad\\n  build')\n"},
+            None,
+            "RuntimeError: bad build (vllm/entrypoints/cli/serve.py, line 1); the image was not built from an image "
+            "folder (no provenance.json): its vLLM does not import",
+        ),
+    ],
+)
+def test_an_image_whose_vllm_does_not_import_is_named_in_one_line(monkeypatch, tmp_path, files, patches, said):
+    """`docker run` of the image runs the parser script with this Python on a broken fake vLLM (and the image's
+    provenance.json where the module names it): one line names the image, the error, its vLLM file and line, and
+    the series; the traceback is returned apart."""
+    site, provenance = tmp_path / "site", tmp_path / "provenance.json"
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    if patches is not None:
+        provenance.write_text(json.dumps({"vllm_version": "0.33.0", "patches": [{"name": p} for p in patches]}))
+
+    def run_command(module, argv, **kwargs):
+        if argv[:3] == ["docker", "image", "inspect"]:
+            return 0, "sha256:" + "1" * 64 + "\n", ""
+        assert argv[-1] == PROVENANCE
+        script, argvs = argv[argv.index("-c") + 1 : -1]
+        env = {**os.environ, "PYTHONPATH": str(site)}
+        proc = subprocess.run(
+            [sys.executable, "-c", script, argvs, str(provenance)], capture_output=True, text=True, env=env, timeout=60
+        )
+        return proc.returncode, proc.stdout, proc.stderr
+
+    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    result = run_module(vllm_image_parser, params(tmp_path))
+    assert result["failed"] and result["msg"] == (
+        f"vLLM unknown in spark-serve/gb10:0123456789abcdef does not import: {said}; {TAIL}"
+    )
+    assert result["traceback"].startswith("Traceback (most recent call last):")
+    assert "Traceback" not in result["msg"] and not (tmp_path / "checks").exists()
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,15 @@
 """The progress of a long transfer: bytes counted, rate, time left, the printed line and the stall verdict."""
 
 import pytest
-from ansible.module_utils.transfer_progress import Transfer, bytes_of, human_bytes, human_duration, reported
+from ansible.module_utils.transfer_progress import (
+    OWN_FAILURE,
+    Transfer,
+    bytes_of,
+    human_bytes,
+    human_duration,
+    own_failure,
+    reported,
+)
 
 GB = 10**9
 
@@ -151,6 +159,20 @@ def test_the_stall_message_names_node_step_bytes_and_how_to_resume():
 )
 def test_a_commands_own_report_is_read_or_ignored(text, report):
     assert reported(text) == report
+
+
+@pytest.mark.parametrize(
+    ("stderr", "message"),
+    [
+        ("", None),
+        ("APIError: returned a non-zero code: 1\n", None),  # the API's words: the generic failure with exit code
+        (f"{OWN_FAILURE}patch 0001-x.patch does not apply ...\n", "patch 0001-x.patch does not apply ..."),
+        (f"a warning first\n{OWN_FAILURE}the series could not be applied\n", "the series could not be applied"),
+        (f"{OWN_FAILURE}earlier words\nTraceback: the last line is another's\n", None),
+    ],
+)
+def test_a_commands_own_failure_is_its_last_marked_stderr_line(stderr, message):
+    assert own_failure(stderr) == message
 
 
 def taken(reports, total=0):

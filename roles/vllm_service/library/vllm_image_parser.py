@@ -10,6 +10,9 @@ description:
     C(python3)) that builds C(vllm)'s CLI parser as C(vllm serve) does and parses each rank's argv; an unknown or
     mistyped flag fails naming the rank, argparse's own error and the image's vLLM version, for any version
     (a nightly included) and whatever the project's flag catalogs know (module_utils/image_parser.py).
+  - A vLLM that does not import fails in one line naming the image, the exception's own line with the vLLM file
+    and line it names (such as C(vllm/platforms/cpu.py), line 412) and the patches the image applied (its
+    C(/opt/spark-serve/image/provenance.json)) as the likely cause; the traceback is returned apart.
   - A passed check is remembered in O(cache_dir) by the image id and the argv, so a restart of the same
     configuration does not import vLLM again; nothing else is written.
 options:
@@ -70,13 +73,27 @@ refused:
   returned: always
   type: list
   elements: str
+traceback:
+  description: The image's full traceback when its vLLM did not import (or its error output when python3 did not
+    start); the message carries its last line.
+  returned: when vLLM did not import or the parser could not run
+  type: str
 """
 
 import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.image_parser import PARSE_SCRIPT, answer, check_key, refusals, version_problem
+from ansible.module_utils.image_parser import (
+    PARSE_SCRIPT,
+    PROVENANCE,
+    answer,
+    check_key,
+    import_failure,
+    last_line,
+    refusals,
+    version_problem,
+)
 
 
 def image_id(module, image):
@@ -117,16 +134,25 @@ def main():
         with open(stamp, encoding="utf-8") as handle:
             exit_checked(module, cached=True, version=json.load(handle)["version"])
     command = ["timeout", str(p["timeout"]), "docker", "run", "--rm", "--network", "none", "--pull", "never"]
-    command += ["--entrypoint", "python3", p["image"], "-c", PARSE_SCRIPT, json.dumps(argvs)]
+    command += ["--entrypoint", "python3", p["image"], "-c", PARSE_SCRIPT, json.dumps(argvs), PROVENANCE]
     rc, out, err = module.run_command(command)
     parsed = answer(out)
     if parsed is None:
         module.fail_json(
             msg=f"cannot run the image's own vLLM parser in {p['image']} (python3 or vLLM did not start, rc {rc}); "
-            f"nothing was started: {(err or out).strip()[-600:]}",
+            f"nothing was started: {last_line(err or out)}",
             cached=False,
             refused=[],
             version="",
+            traceback=err or out,
+        )
+    if "import_error" in parsed:
+        module.fail_json(
+            msg=import_failure(p["image"], parsed),
+            cached=False,
+            refused=[],
+            version=parsed["version"],
+            traceback=parsed["import_error"]["traceback"],
         )
     refused = refusals(parsed, [f"rank {rank} ({host})" for rank, host in enumerate(p["hosts"])])
     if refused:
