@@ -41,8 +41,9 @@ lint: install
 unit: install
 	$(VENV)/bin/pytest -m "not engine and not playbook and not testbed"
 
-# Everything CI runs: install, lint, then every tier (unit, playbook, real engine, test bed); the extended test-bed
-# suite: make test-extended; the Molecule scenarios: make molecule.
+# Everything CI runs: install, lint, then every tier (unit, playbook, real engine, test bed) and, when the machine's
+# pace leaves room, one rotating slice of the extended suite and the Molecule scenarios (tests/rotation.py); all of
+# them at once: make test-extended, make molecule.
 test: install system engine lint
 	$(MAKE) tiers
 

@@ -10,10 +10,15 @@ watchdog tests time their detections, starts once those tiers have ended. When t
 test-bed fixtures build again and fail loudly. Every tier's or step's JUnit report (each test's duration) is kept in
 .testbed/logs/tier-<name>.xml, a step's output in .testbed/logs/tier-<name>.log.
 
+After the test-bed tier, one slice of the tests the gate leaves out (the extended suite, the Molecule scenarios) runs
+on test bed 0 when the machine's pace leaves room (tests/rotation.py): CI prints the plan first and the ledger last.
+
     python tests/tiers.py            # from the project root, with .venv's python (the Makefile's way)
     python tests/tiers.py testbed    # the named tiers only (unit, playbook, engine, testbed)
+    python tests/tiers.py --plan     # every rotating test, its slice and last pass, what this commit would run
 """
 
+import os
 import subprocess
 import sys
 import threading
@@ -22,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from tests import rotation
 from tests.runner import command_env
 
 # The test-bed tests make test runs: not the Molecule scenarios (`make molecule`), not the extended suite (`make
@@ -88,6 +94,8 @@ BUILD_TIMEOUT_S = 3600
 # CI's hard limit is 90 min: install and lint (about 5 min on two busy cores) and the build's wait come first, so a
 # shard may run until 82 min into the test-bed tier and its report still lands inside the limit.
 SHARD_TIMEOUT_S = 82 * 60
+# A rotating slice is stopped here, so that CI's report lands inside its hard limit of 90 min.
+ROTATION_DEADLINE_S = 86 * 60
 # The shard that starts beside the playbook and engine tiers (its first step has no time bound to keep).
 EARLY_SHARD = "rest"
 
@@ -201,12 +209,63 @@ def main(chosen):
         for name, marker in others:
             results[name] = run_tier(name, marker, log_dir)
     else:
+        print("\n".join(rotation.plan()[0]), flush=True)
         with build_log.open("w") as log:
             build = subprocess.Popen(BUILD, shell=True, cwd=ROOT, env=command_env(), stdout=log, stderr=log)
         results["testbed"] = run_testbed_shards(log_dir, build, build_log, started, others, results)
+        results["rotation"] = run_rotation(log_dir, results["testbed"], started)
+        tiers = [*tiers, ("rotation", "")]
     took = ", ".join(f"{name} {minutes(results[name][1])}" for name, _ in tiers)
     print(f"CI: tiers {took}")
     return next((results[name][0] for name, _ in tiers if results[name][0] != 0), 0)
+
+
+def ci_elapsed_s(tiers_started):
+    """Seconds since CI began (.ci/run exports SPARK_CI_STARTED, its epoch), else since the tiers began."""
+    began = os.environ.get("SPARK_CI_STARTED")
+    return time.time() - int(began) if began else time.monotonic() - tiers_started
+
+
+def run_rotation(log_dir, gate, tiers_started):
+    """The rotation's slices that fit this run's pace, one after another on test bed 0, after a passed gate; the
+    ledger then holds what passed and what the next run owes. (rc, seconds)."""
+    began = time.monotonic()
+    ledger = rotation.read_ledger()
+    if gate[0] != 0:
+        print("CI rotation: not run (the gate failed); the ledger is left as it was", flush=True)
+        return 0, 0.0
+    lines, decision = rotation.plan(ledger, ci_elapsed_s(tiers_started), gate[1])
+    print("\n".join(lines), flush=True)
+    run_pace = rotation.pace(gate[1])
+    results = {name: run_slice(name, log_dir, tiers_started) for name in decision["run"]}
+    ledger = rotation.record(ledger, decision["owed"], results, run_pace)
+    rotation.write_ledger(ledger)
+    print("\n".join(rotation.plan(ledger)[0][:1] + rotation.table(ledger, decision["run"])), flush=True)
+    return next((rc for rc, _ in results.values() if rc != 0), 0), time.monotonic() - began
+
+
+def run_slice(name, log_dir, tiers_started):
+    """One slice's pytest selection on test bed 0, bounded by CI's hard limit; (rc, seconds)."""
+    _, marker, selection, _, _ = rotation.unit(name)
+    started, report = time.monotonic(), log_dir / f"tier-rotation-{name}.xml"
+    command = [*pytest_command(marker, report, *selection), "-p", "no:cacheprovider"]
+    timeout_s = max(60, ROTATION_DEADLINE_S - ci_elapsed_s(tiers_started))
+    with (log_dir / f"tier-rotation-{name}.log").open("w") as log:
+        try:
+            rc = subprocess.run(
+                command,
+                cwd=ROOT,
+                env=command_env({"SPARK_TESTBED_INSTANCE": "0"}),
+                stdout=log,
+                stderr=log,
+                timeout=timeout_s,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timed out"
+    took = time.monotonic() - started
+    print((log_dir / f"tier-rotation-{name}.log").read_text(), flush=True)
+    print(f"CI rotation: slice {name} took {minutes(took)} (exit {rc})", flush=True)
+    return rc, took
 
 
 def wait_for_the_build(build, build_log, started):
@@ -225,4 +284,7 @@ def wait_for_the_build(build, build_log, started):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--plan"]:
+        print("\n".join(rotation.plan()[0]))
+        sys.exit(0)
     sys.exit(main(sys.argv[1:]))
