@@ -237,6 +237,15 @@ def run_rotation(log_dir, gate, tiers_started):
     lines, decision = rotation.plan(ledger, ci_elapsed_s(tiers_started), gate[1])
     print("\n".join(lines), flush=True)
     run_pace = rotation.pace(gate[1])
+    if decision["run"]:  # the other shard's test bed is done: its idle engines would share the slice's cores
+        subprocess.run(
+            [sys.executable, "tests/testbed/testbed.py", "down"],
+            cwd=ROOT,
+            env=command_env({"SPARK_TESTBED_INSTANCE": "1"}),
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
     results = {name: run_slice(name, log_dir, tiers_started) for name in decision["run"]}
     ledger = rotation.record(ledger, decision["owed"], results, run_pace)
     rotation.write_ledger(ledger)
