@@ -9,13 +9,15 @@ import hashlib
 import os
 import re
 
+from ansible.module_utils.hash_patterns import SHA256_HEX
+
 CHUNK = 8 * 1024 * 1024
 
 
 def blob_hash(path, name):
     """The hash of the blob at `path` in the form its `name` uses: sha256 of the bytes for a 64-hex name, the git
     blob sha1 (`blob <size>\\0` + bytes) for a 40-hex name; None for a name that is no hash."""
-    if re.fullmatch(r"[0-9a-f]{64}", name):
+    if re.fullmatch(SHA256_HEX, name):
         digest = hashlib.sha256()
     elif re.fullmatch(r"[0-9a-f]{40}", name):
         digest = hashlib.sha1(usedforsecurity=False)

@@ -1,6 +1,6 @@
 """A rank's environment: the profile's variables checked (no secret, no fabric variable, no unsafe switch unless
 named), the fabric's from roce_network, usage stats off, and torch's allocator fraction following
-gpu_memory_utilization.
+gpu_memory_utilization (the engine's own default, from the catalog, when the profile leaves it out).
 
 Pure Python (stdlib only).
 """
@@ -11,6 +11,7 @@ from ansible.module_utils.engine_flags import format_scalar
 from ansible.module_utils.engine_refusals import RuleChecks
 from ansible.module_utils.input_rules import allocator_problems, has_newline
 from ansible.module_utils.redaction import REDACTED, is_secret_name
+from ansible.module_utils.vllm_catalogs import option_value
 
 ALLOCATOR_ENV = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 # The fabric's environment (roles/roce_network/tasks/verify.yml publishes it per node): never a profile's.
@@ -37,13 +38,12 @@ UNSAFE_ENV = {
 OFF_WORDS = ("", "0", "false", "no", "off")
 # vLLM reports usage to its maintainers unless told not to (vllm/envs.py): off in every profile unless it says so.
 NO_USAGE_STATS = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's CacheConfig default
 
 
 class EnvRules(RuleChecks):
     """The rendered environment of one rank."""
 
-    def check_env(self, env, values, platform):
+    def check_env(self, env, values, platform, catalog):
         rendered = {}
         for key, val in env.items():
             if is_secret_name(key):
@@ -87,7 +87,7 @@ class EnvRules(RuleChecks):
                 "them, so one setting would be silently ignored: set one",
             )
         if platform != "cpu":
-            self.render_allocator_fraction(rendered, confs, values)
+            self.render_allocator_fraction(rendered, confs, values, catalog)
         return rendered
 
     def check_unsafe_env(self, key, value):
@@ -113,9 +113,9 @@ class EnvRules(RuleChecks):
                 rendered[key] = str(val)
         return rendered
 
-    def render_allocator_fraction(self, rendered, confs, values):
+    def render_allocator_fraction(self, rendered, confs, values, catalog):
         """per_process_memory_fraction follows gpu_memory_utilization: rendered when absent, checked when set."""
-        util = values.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
+        util = option_value(catalog, values, "gpu_memory_utilization")
         for name, pairs in confs.items():
             fraction = pairs.get("per_process_memory_fraction")
             if fraction is not None and not same_number(fraction, util):

@@ -5,15 +5,16 @@ Pure Python (stdlib only).
 
 from ansible.module_utils.engine_refusals import RuleChecks, is_int
 from ansible.module_utils.hybrid_block import GPUS_PER_NODE, text_config
+from ansible.module_utils.vllm_catalogs import option_value
 
 
 class ParallelRules(RuleChecks):
     """Tensor, pipeline and data parallel sizes: what the nodes hold and what the model divides into."""
 
-    def check_parallel(self, model_config, values, platform, nodes):
-        tp = values.get("tensor_parallel_size", 1)
-        pp = values.get("pipeline_parallel_size", 1)
-        dp = values.get("data_parallel_size", 1)
+    def check_parallel(self, model_config, values, platform, nodes, catalog):
+        tp = option_value(catalog, values, "tensor_parallel_size")
+        pp = option_value(catalog, values, "pipeline_parallel_size")
+        dp = option_value(catalog, values, "data_parallel_size")
         per_node = self.p.get("gpus_per_node") or GPUS_PER_NODE.get(platform, 1)
         if all(is_int(n) for n in (tp, pp, dp)) and tp * pp * dp != nodes * per_node:
             self.fail(

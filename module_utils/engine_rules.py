@@ -56,13 +56,15 @@ class Plan(BlockRules, ParallelRules, ValueRules, EnvRules):
 
         values = renderer.values
         block = self.check_block(model_config, values, platform, version, env)
-        self.check_parallel(model_config, values, platform, nodes)
+        self.check_parallel(model_config, values, platform, nodes, catalog)
         self.check_sizes(model_config, values)
         self.check_json_configs(catalog, values)
-        self.check_moe_table(model_config, values)
+        self.check_moe_table(model_config, values, catalog)
         self.check_remote_code(values, renderer.seen)
-        rendered_env = self.check_env(env, values, platform)
+        rendered_env = self.check_env(env, values, platform, catalog)
         rendered_env.update(self.check_fabric_env(p.get("fabric_env") or {}))
+        # enable_prefix_caching's parser default is None, so the catalog holds no value: the engine turns it on for a
+        # model that supports it (EngineArgs._set_default_chunked_prefill_and_prefix_caching_args), as hybrid_block.
         if (
             platform == "cpu"
             and block

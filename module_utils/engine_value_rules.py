@@ -8,6 +8,7 @@ import difflib
 
 from ansible.module_utils.engine_refusals import RuleChecks, is_int
 from ansible.module_utils.hybrid_block import text_config
+from ansible.module_utils.vllm_catalogs import option_value
 
 
 class ValueRules(RuleChecks):
@@ -74,14 +75,14 @@ class ValueRules(RuleChecks):
                     "engine.speculative_config.num_speculative_tokens", n, "spec-tokens", "must be a positive integer"
                 )
 
-    def check_moe_table(self, model_config, values):
+    def check_moe_table(self, model_config, values, catalog):
         table = self.p.get("moe_table")
         if table is None:
             return None
         cfg = text_config(model_config)
         experts = cfg.get("num_experts") or cfg.get("n_routed_experts")
         inter = cfg.get("moe_intermediate_size")
-        tp = values.get("tensor_parallel_size", 1)
+        tp = option_value(catalog, values, "tensor_parallel_size")
         if not experts or not inter:
             self.fail("moe_table", table, "moe-model", "the model config has no num_experts/moe_intermediate_size")
             return None

@@ -1,6 +1,6 @@
 """The engine image as code (docs/images.md): an `images/<name>/` folder (a Dockerfile and an ordered patch series
 with its sha256 manifest, plus the user's own series in `patches.local/`) on a base pinned by digest makes one
-recipe, named by the hash of every input. Pure: no Ansible imports; action_plugins/spark_profile.py resolves a
+recipe, named by the hash of every input. Pure: no Ansible API; action_plugins/spark_profile.py resolves a
 profile's `image: {build: <name>, base: <repo>@sha256:...}` here, roles/engine_image builds what it returns.
 """
 
@@ -9,7 +9,9 @@ import json
 import os
 import re
 
-PINNED_BASE = re.compile(r"^[a-z0-9.:/_-]+@sha256:[0-9a-f]{64}$")
+from ansible.module_utils.hash_patterns import DIGEST, SHA256_HEX
+
+PINNED_BASE = re.compile(f"^[a-z0-9.:/_-]+@{DIGEST}$")
 ZERO_DIGEST = "sha256:" + "0" * 64
 IMAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,40}$")
 PATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.patch$")
@@ -58,7 +60,7 @@ def manifest(folder):
     sums, bad = {}, []
     for line in read_lines(os.path.join(folder, MANIFEST_FILE)) or []:
         parts = line.split()
-        if len(parts) == 2 and re.fullmatch(r"[0-9a-f]{64}", parts[0]):
+        if len(parts) == 2 and re.fullmatch(SHA256_HEX, parts[0]):
             sums[parts[1].lstrip("*")] = parts[0]
         else:
             bad.append(line)

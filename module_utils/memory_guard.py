@@ -4,16 +4,17 @@ A Spark's GPU shares one pool with the CPU (unified memory): vLLM claims gpu_mem
 the start, and a node whose page cache, desktop or another engine holds too much of the rest freezes whole instead
 of failing the allocation. So the need is judged against MemAvailable (what the kernel can hand out without
 swapping), never MemTotal. The CPU build claims VLLM_CPU_KVCACHE_SPACE GiB for its KV cache instead. Both add a
-margin for the engine's processes outside that pool and the weights' page cache while they load. Pure: no Ansible
-imports (roles/spark_preflight/library/spark_memory.py and action_plugins/vllm_staged_start.py use it).
+margin for the engine's processes outside that pool and the weights' page cache while they load. A profile that
+leaves gpu_memory_utilization out gets its engine's own default, from the flag catalog of its engine_version. Pure:
+no Ansible API (roles/spark_preflight/library/spark_memory.py and action_plugins/vllm_staged_start.py use it).
 """
+
+from ansible.module_utils.vllm_catalogs import DEFAULT_ENGINE_VERSION, nearest_catalog, option_value
 
 KIB_PER_GIB = 1024 * 1024
 # The engine's processes, CUDA context and compile workers outside the pool, and the page cache of the weights
 # as they stream in (GiB); a profile's memory_margin_gib overrides it.
 DEFAULT_MARGIN_GIB = {"gb10": 8.0, "cpu": 1.0}
-# vLLM's own default when a profile leaves gpu_memory_utilization out.
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 
 def read_meminfo(text):
@@ -34,8 +35,14 @@ def memory_plan(profile):
     margin = profile.get("memory_margin_gib", DEFAULT_MARGIN_GIB.get(platform, DEFAULT_MARGIN_GIB["gb10"]))
     if platform == "cpu":
         return {"share": 0.0, "fixed_gib": float(env.get("VLLM_CPU_KVCACHE_SPACE") or 0), "margin_gib": float(margin)}
-    share = engine.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
+    share = option_value(engine_catalog(profile), engine, "gpu_memory_utilization")
     return {"share": float(share), "fixed_gib": 0.0, "margin_gib": float(margin)}
+
+
+def engine_catalog(profile):
+    """The catalog vllm_args renders the profile's engine with (the nearest for a version with none of its own), so
+    the guard and the argv take one default; the same default version as vllm_args when the profile names none."""
+    return nearest_catalog(profile.get("engine_version", DEFAULT_ENGINE_VERSION))
 
 
 def need_gib(plan, total_gib):

@@ -1,15 +1,17 @@
 """What roles/hf_model refuses before any node changes: each node's model inputs, and nodes given different models.
-Pure: no Ansible imports; roles/hf_model/library/hf_model_inputs.py calls these.
+Pure: no Ansible API; roles/hf_model/library/hf_model_inputs.py calls these.
 
 A request is one node's inputs: repo, revision, cache_dir, image, download_host, peer_address, download_attempts.
 """
 
 import re
 
+from ansible.module_utils.hash_patterns import DIGEST
+
 REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 # A digest-pinned image, or one engine_image built (named by the hash of its inputs).
-IMAGE = re.compile(r"^([^@\s]+@sha256:[0-9a-f]{64}|spark-serve/[a-z0-9_-]+:[0-9a-f]{16})$")
+IMAGE = re.compile(rf"^([^@\s]+@{DIGEST}|spark-serve/[a-z0-9_-]+:[0-9a-f]{{16}})$")
 # What every node must share: they serve the same snapshot.
 SHARED = ("repo", "revision", "cache_dir", "image", "download_host")
 

@@ -1,4 +1,5 @@
-"""Which generated flag catalog (module_utils/vllm_flags_*.py) serves which engine version."""
+"""Which generated flag catalog (module_utils/vllm_flags_*.py) serves which engine version, and the engine's own
+defaults it holds (what a profile that leaves an option out runs with)."""
 
 import re
 
@@ -38,3 +39,9 @@ def nearest_catalog(version):
     known = sorted(tuple(map(int, name.split("."))) for name in CATALOGS)
     chosen = max((s for s in known if s <= wanted), default=known[0])
     return catalog_for(".".join(map(str, chosen)))
+
+
+def option_value(catalog, values, dest):
+    """What the engine runs with for one option: the profile's value, else the default its own parser declares (the
+    catalog of the profile's engine_version), never a figure copied into this project."""
+    return values[dest] if dest in values else catalog["FLAGS"][dest]["default"]

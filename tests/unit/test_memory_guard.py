@@ -19,7 +19,7 @@ def test_meminfo_fields_are_read_in_gib_and_other_lines_ignored():
     ("profile", "plan"),
     [
         ({"platform": "gb10", "engine": {"gpu_memory_utilization": 0.7}}, (0.7, 0.0, 8.0)),
-        ({"platform": "gb10", "engine": {}}, (0.9, 0.0, 8.0)),  # vLLM's own default utilization
+        ({"platform": "gb10", "engine": {}}, (0.92, 0.0, 8.0)),  # vLLM 0.33's own default (its catalog's)
         ({"platform": "gb10", "engine": {"gpu_memory_utilization": 0.8}, "memory_margin_gib": 12}, (0.8, 0.0, 12.0)),
         ({"platform": "cpu", "engine": {}, "env": {"VLLM_CPU_KVCACHE_SPACE": 1}}, (0.0, 1.0, 1.0)),
         ({"platform": "cpu", "engine": {}, "env": {}}, (0.0, 0.0, 1.0)),
