@@ -116,10 +116,33 @@ def fabric_ports(index=0):
     return sorted(ports)
 
 
-def answering_from_node(index, address, ports, timeout_s=3):
-    """The ports of `address` that accept a TCP connection from node `index` within timeout_s (all tried at once)."""
+AS_NOBODY = "setpriv --reuid=65534 --regid=65534 --clear-groups"  # an unprivileged local user on a node
+
+
+def engine_listeners(index):
+    """(address, port) of every TCP listener of node `index` in the ranges roles/fabric_firewall closes (the master
+    port and the ephemeral range), loopback ones included; a wildcard listener is reached at both the node's
+    loopback and its fast-link address."""
+    _, port_range = node_exec(index, "cat /proc/sys/net/ipv4/ip_local_port_range")
+    low, high = map(int, port_range.split())
+    _, listening = node_exec(index, "ss -Htln")
+    fast = f"10.253.{16 * int(INSTANCE) + 1}.{10 + index}"
+    found = set()
+    for line in listening.splitlines():
+        address, port = line.split()[3].rsplit(":", 1)
+        if int(port) != MASTER_PORT and not low <= int(port) <= high:
+            continue
+        address = address.strip("[]").removeprefix("::ffff:")
+        targets = ["127.0.0.1", fast] if address in ("0.0.0.0", "*", "::") else [address]
+        found.update((target, int(port)) for target in targets if ":" not in target)
+    return sorted(found)
+
+
+def answering_from_node(index, address, ports, timeout_s=3, as_user=""):
+    """The ports of `address` that accept a TCP connection from node `index` within timeout_s (all tried at once),
+    as root or with `as_user` (a setpriv prefix, e.g. AS_NOBODY)."""
     probes = " ".join(
-        f"(timeout {timeout_s} bash -c 'exec 3<>/dev/tcp/{address}/{port}' 2>/dev/null && echo {port}) &"
+        f"({as_user} timeout {timeout_s} bash -c 'exec 3<>/dev/tcp/{address}/{port}' 2>/dev/null && echo {port}) &"
         for port in ports
     )
     _, out = node_exec(index, f"{probes} wait")

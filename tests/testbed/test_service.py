@@ -387,7 +387,26 @@ def test_the_master_port_and_fabric_ports_answer_only_the_fast_link(serving):
     assert from_fast_link == [sf.MASTER_PORT]
     _, table = node_exec(0, "nft list table inet spark_serve_fabric")
     assert f"ip saddr 10.253.{16 * int(sf.INSTANCE) + 1}.0/24 accept" in table, table
+    local_users_reach_no_engine_port()
     assert sf.health() == 200
+
+
+def local_users_reach_no_engine_port():
+    """On each node, every listener the ranks opened in the master port and the ephemeral range (the TCPStore, vLLM's
+    message queues with every prompt, Gloo), on loopback and on the fast-link address, refuses an unprivileged local
+    user, while root reaches the head's master port there (only it: a stray connection to a Gloo listener is not the
+    test's to make) and the ranks, which run as root, keep serving: the pair answers a chat after."""
+    for index in range(2):
+        listeners = sf.engine_listeners(index)
+        assert listeners, f"node-{index}: no engine listener to try"
+        by_address = {a: [p for b, p in listeners if b == a] for a, _ in listeners}
+        nobody = {a: sf.answering_from_node(index, a, ports, as_user=sf.AS_NOBODY) for a, ports in by_address.items()}
+        print(f"\n[node-{index}, an unprivileged local user] {len(listeners)} engine listeners, reached: {nobody}")
+        assert all(reached == [] for reached in nobody.values()), nobody
+    masters = [a for a, p in sf.engine_listeners(0) if p == sf.MASTER_PORT]
+    assert masters and all(sf.answering_from_node(0, a, [sf.MASTER_PORT]) == [sf.MASTER_PORT] for a in masters)
+    with sf.post("/v1/chat/completions", sf.DOOR_CHAT) as response:
+        assert response.status == 200
 
 
 def pair_records():
