@@ -98,8 +98,6 @@ def stored_text_problem(path, sha256):
 KEY_BYTES = 32
 SIGNATURE = "signature"
 SIGNATURE_ALG = "hmac-sha256"
-# The names of record files (what the head's copies are searched by; not its running.json or watchdog events).
-RECORD_NAME = re.compile(r"^[0-9]{8}T[^/]*\.json$")
 SHA256_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -226,6 +224,61 @@ def head_copy_problem(name, text, key):
         return None, "; ".join(problems)
     problem = signature_problem(record, key)
     return (None, problem) if problem else (record, None)
+
+
+# The only names the controller takes from a head's records folder: a record, <record_id>.json (a UTC time, with
+# microseconds since records are written whole, then the inventory and kind in record_id's characters), and an
+# overlay text, overlays/<its sha256>. fullmatch: `$` would also pass a name that ends in a newline.
+RECORD_FILE = re.compile(r"[0-9]{8}T[0-9]{6}(?:\.[0-9]{6})?Z-[A-Za-z0-9_.-]+\.json")
+OVERLAY_FILE = re.compile(r"overlays/[0-9a-f]{64}")
+COPY_RULE = "rule: a head's copy is a regular file <id>.json or overlays/<64 lowercase hex> in its records folder"
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def copy_name_problem(name):
+    """None when `name`, relative to a records folder, is a record's or an overlay text's, else why not."""
+    if RECORD_FILE.fullmatch(name) or OVERLAY_FILE.fullmatch(name):
+        return None
+    return f"name {name[:120]!r} is neither <id>.json nor overlays/<64 lowercase hex>; {COPY_RULE}"
+
+
+def shown_path(path):
+    """A reported path as a message names it: quoted with its control characters escaped (a warning stays one
+    line), a very long one by its start and its end (where a `..` leads)."""
+    return repr(path if len(path) <= 400 else f"{path[:100]}...{path[-300:]}")
+
+
+def reported_path_problem(path, root):
+    """Why a path a head reported is not a file directly in `root` (its records folder) or in root/overlays, before
+    its name is looked at; None when it is."""
+    if not isinstance(path, str):
+        return f"path {repr(path)[:120]} is not a string; {COPY_RULE}"
+    shown = shown_path(path)
+    if CONTROL_CHARACTER.search(path):
+        return f"path {shown} holds a control character (NUL, newline, ...); {COPY_RULE}"
+    prefix = root.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        return f"path {shown} is not in {root}; {COPY_RULE}"
+    if ".." in path[len(prefix) :].split("/"):
+        return f"path {shown} has a '..' component; {COPY_RULE}"
+    problem = copy_name_problem(path[len(prefix) :])
+    return f"path {shown}: {problem}" if problem else None
+
+
+def head_copy_name(entry, root):
+    """(name, None) for a file the head's find reported (`entry`: its path, islnk and isreg) that is a record or an
+    overlay text in `root`, its records folder: the name relative to root, the only part of the path the controller
+    uses. (None, why) for anything else, decided before anything is read: the head chose the path, and a `..`,
+    another folder or a link would have the controller read or write where the head says."""
+    entry = entry if isinstance(entry, dict) else {"path": entry}  # a forged listing may hold anything
+    path = entry.get("path")
+    problem = reported_path_problem(path, root)
+    if problem:
+        return None, problem
+    islnk, isreg = entry.get("islnk"), entry.get("isreg")
+    if islnk or isreg is not True:  # a link would have the head read where it points
+        return None, f"path {shown_path(path)} is not a regular file (islnk {islnk!r}, isreg {isreg!r}); {COPY_RULE}"
+    return path[len(root.rstrip("/")) + 1 :], None
 
 
 def overlay_text_problem(name, data):
