@@ -1,16 +1,28 @@
 """What is wrong with a node's RoCE link, from what roles/roce_network probed: the problems it refuses before it
-changes anything (precheck_problems) and after the change or alone (verify_problems). Pure: no Ansible imports;
-roles/roce_network/library/roce_link.py reads the node and calls these.
+changes anything (precheck_problems) and after the change or alone (verify_problems), and the bandwidth measured on
+every rail between every pair of nodes (bandwidth_problems). Pure: no Ansible imports;
+roles/roce_network/library/roce_link.py and roce_bandwidth.py call these.
 
 `sysfs` is {path: first line} of the RDMA port files that were readable (a real CX-7's unused GID entries are not);
-`netdev` is roce_netdev's result ("before" = live state, or "msg" when the device cannot be read).
+`netdevs` is {netdev: roce_netdev's result} of every rail ("before" = live state, or "msg" when it cannot be read).
 """
 
 import ipaddress
 import re
 
 HCA = re.compile(r"^([^:/]+):([0-9]+)$")  # one NCCL_IB_HCA entry, "device:port"
-ZERO_GID = re.compile(r"^[0:]+$")
+
+
+class Twin:
+    """A rail after the first (roles/roce_network's roce_network_rails[1:]): its RDMA port, netdev and address."""
+
+    def __init__(self, link, rail):
+        self.device, self.port, self.interface = rail["device"], rail["port"], rail["interface"]
+        self.address = rail["address"]
+        self.name = f"{self.device}/{self.port}"
+        self.port_dir = port_dir(link.sysfs_root, self.device, self.port)
+        self.wanted_ipv4 = f"{self.address}/{link.prefix_length}"
+        self.gid = ipv4_gid(self.address) if ipv4_address(self.address) else ""
 
 
 class Link:
@@ -25,6 +37,7 @@ class Link:
         self.valid_address = ipv4_address(self.address) is not None
         self.subnet = subnet(self.address, self.prefix_length)
         self.gid = ipv4_gid(self.address) if self.valid_address else ""
+        self.twins = [Twin(self, rail) for rail in p.get("twins") or []]
 
     def state_files(self):
         """The state file of the GID port and of every NCCL_IB_HCA entry, each once."""
@@ -35,14 +48,10 @@ class Link:
                 files.append(port_dir(self.sysfs_root, *match.groups()) + "/state")
         return files
 
-    def twin_dirs(self):
-        """The port directory of every other rail (the HCA entries after the first)."""
-        return [port_dir(self.sysfs_root, *HCA.match(hca).groups()) for hca in self.hcas[1:] if HCA.match(hca)]
-
     def probe_paths(self):
         """(files, directories) to read: port states, then the GID table and GID types of every rail."""
-        dirs = [f"{d}/{table}" for d in [self.port_dir, *self.twin_dirs()] for table in ("gids", "gid_attrs/types")]
-        return self.state_files(), dirs
+        dirs = [self.port_dir, *(twin.port_dir for twin in self.twins)]
+        return self.state_files(), [f"{d}/{table}" for d in dirs for table in ("gids", "gid_attrs/types")]
 
 
 def port_dir(sysfs_root, device, port):
@@ -84,9 +93,12 @@ def gid_indexes(sysfs, directory, gid):
     return sorted(found)
 
 
-def port_problems(link, sysfs):
+def port_problems(link, sysfs, down=()):
+    """Every RDMA port that is missing or not ACTIVE, but those of the port directories in `down`."""
     problems = []
     for state_file in link.state_files():
+        if state_file.rsplit("/", 1)[0] in down:
+            continue
         port = re.search(r"([^/]+)/ports/([0-9]+)/state$", state_file).expand(r"\1/\2")
         value = sysfs.get(state_file)
         if value is None:
@@ -109,11 +121,9 @@ def input_problems(link):
         problems.append(f"{node}: roce_network_prefix_length={link.prefix_length}, expected 1..32")
     if not re.fullmatch(r"[0-9]+", str(link.mtu)) or int(link.mtu) < 1280:
         problems.append(f"{node}: roce_network_mtu={link.mtu}, expected an integer >= 1280 (9000 on the CX-7 link)")
-    problems += [
-        f'{node}: NCCL_IB_HCA entry "{hca}" (roce_network_nccl_ib_hca/_twins) is not "device:port"'
-        for hca in link.hcas
-        if not HCA.match(hca)
-    ]
+    # The twins' entries are judged with every node's rails (module_utils/roce_rails.py).
+    if link.hcas and not HCA.match(link.hcas[0]):
+        problems.append(f'{node}: NCCL_IB_HCA entry "{link.hcas[0]}" (roce_network_nccl_ib_hca) is not "device:port"')
     return problems
 
 
@@ -143,15 +153,43 @@ def peer_problems(link, peers):
     return problems
 
 
-def precheck_problems(link, sysfs, netdev, peers, missing_netplan=""):
-    """Everything that can be known before a change: inputs, the netdev, the RDMA port, netplan, the peers."""
-    node, live = link.node, netdev.get("before")
-    problems = input_problems(link)
-    if live is None:
-        problems.append(f"{node}: roce_network_interface {netdev.get('msg', '')}")
-    # A CX-7 port whose netdev is administratively down reports DOWN: checked again once the link is up.
-    if live is None or live.get("up"):
-        problems += port_problems(link, sysfs)
+def rail_netdevs(link):
+    """(variable, netdev, wanted IPv4 address/prefix) of every rail: the first rail's, then each twin's."""
+    return [("roce_network_interface", link.interface, link.wanted_ipv4)] + [
+        (f"roce_network_twin_interfaces.{twin.device}", twin.interface, twin.wanted_ipv4) for twin in link.twins
+    ]
+
+
+def is_down(netdev):
+    """A netdev that was read and is administratively down."""
+    live = netdev.get("before")
+    return live is not None and not live.get("up")
+
+
+def down_ports(link, netdevs):
+    """The port directories whose netdev is administratively down: a CX-7 port reports DOWN until its netdev is up,
+    so they are read again once the link is up. The first rail's are every port that is no twin's."""
+    twins = {twin.port_dir for twin in link.twins}
+    down = {twin.port_dir for twin in link.twins if is_down(netdevs.get(twin.interface, {}))}
+    if is_down(netdevs.get(link.interface, {})):
+        down |= {state_file.rsplit("/", 1)[0] for state_file in link.state_files()} - twins
+    return down
+
+
+def unread_netdevs(link, netdevs):
+    return [
+        f"{link.node}: {field} {netdevs.get(interface, {}).get('msg', f'{interface} was not read')}"
+        for field, interface, _ in rail_netdevs(link)
+        if netdevs.get(interface, {}).get("before") is None
+    ]
+
+
+def precheck_problems(link, sysfs, netdevs, peers, missing_netplan=""):
+    """Everything that can be known before a change: inputs, the netdevs, the RDMA ports, netplan, the peers."""
+    node = link.node
+    problems = (
+        input_problems(link) + unread_netdevs(link, netdevs) + port_problems(link, sysfs, down_ports(link, netdevs))
+    )
     if f"{link.port_dir}/state" in sysfs and not any(path.startswith(f"{link.port_dir}/gids") for path in sysfs):
         problems.append(f"{node}: no GID table in {link.port_dir}/gids (RDMA device {link.device} port {link.port})")
     if missing_netplan:
@@ -161,19 +199,38 @@ def precheck_problems(link, sysfs, netdev, peers, missing_netplan=""):
     return problems + peer_problems(link, peers)
 
 
-def live_problems(link, netdev):
-    node, dev, live = link.node, link.interface, netdev.get("before")
-    if live is None:
-        return [f"{node}: roce_network_interface {netdev.get('msg', '')}"]
+def netdev_problems(node, interface, mtu, wanted, live):
+    """The live state of one rail's netdev against the MTU and its one IPv4 address (`wanted`, address/prefix)."""
     problems = []
-    if str(live.get("mtu")) != str(link.mtu):
-        problems.append(f"{node}: {dev} live MTU is {live.get('mtu')}, expected {link.mtu}")
+    if str(live.get("mtu")) != str(mtu):
+        problems.append(f"{node}: {interface} live MTU is {live.get('mtu')}, expected {mtu}")
     if not live.get("up"):
-        problems.append(f"{node}: {dev} is administratively down, expected up")
-    if live.get("ipv4") != [link.wanted_ipv4]:
+        problems.append(f"{node}: {interface} is administratively down, expected up")
+    if live.get("ipv4") != [wanted]:
         shown = ", ".join(live.get("ipv4") or []) or "none"
-        problems.append(f"{node}: {dev} live IPv4 is {shown}, expected {link.wanted_ipv4}")
+        problems.append(f"{node}: {interface} live IPv4 is {shown}, expected {wanted}")
     return problems
+
+
+def live_problems(link, netdevs):
+    problems = unread_netdevs(link, netdevs)
+    for _, interface, wanted in rail_netdevs(link):
+        live = netdevs.get(interface, {}).get("before")
+        problems += netdev_problems(link.node, interface, link.mtu, wanted, live) if live is not None else []
+    return problems
+
+
+def twin_gid_missing(link, sysfs, index, twin):
+    """Why the twin has no RoCE v2 GID of its address at `index`, or "" when it has."""
+    gid = sysfs.get(f"{twin.port_dir}/gids/{index}", "none")
+    kind = sysfs.get(f"{twin.port_dir}/gid_attrs/types/{index}", "none")
+    if kind == "RoCE v2" and gid == twin.gid:
+        return ""
+    return (
+        f"{link.node}: rail {twin.name} has no RoCE v2 GID at index {index} for {twin.address} (gids/{index} = {gid}, "
+        f"type {kind}; expected {twin.gid}, RoCE v2), the NCCL_IB_GID_INDEX of {link.device}: is {twin.address} on "
+        f"{twin.interface} and is {twin.device} its RDMA device?"
+    )
 
 
 def gid_problems(link, sysfs, indexes):
@@ -184,24 +241,15 @@ def gid_problems(link, sysfs, indexes):
             f"({link.port_dir}/gids, gid_attrs/types): is the address on {link.interface} and is {link.device} its "
             "RDMA device?"
         ]
-    # NCCL uses one GID index (NCCL_IB_GID_INDEX) on every NCCL_IB_HCA port: each rail needs a RoCE v2 GID there.
-    index, problems = indexes[0], []
-    for twin in link.twin_dirs():
-        if f"{twin}/state" not in sysfs:
-            continue
-        gid = sysfs.get(f"{twin}/gids/{index}", "none")
-        kind = sysfs.get(f"{twin}/gid_attrs/types/{index}", "none")
-        if kind != "RoCE v2" or ZERO_GID.match(gid) or gid.startswith("fe80:"):
-            rail = twin.split("/infiniband/")[-1].replace("/ports/", "/")
-            problems.append(
-                f"{node}: rail {rail} has no RoCE v2 GID at index {index} (gids/{index} = {gid}, type {kind}), the "
-                f"NCCL_IB_GID_INDEX of {link.device}: give its netdev an address on the fabric"
-            )
-    return problems
+    # NCCL uses one GID index (NCCL_IB_GID_INDEX) on every NCCL_IB_HCA port: each rail needs its address's RoCE v2 GID
+    # there. A missing port is port_problems', a twin without a good address roce_rails'.
+    judged = [twin for twin in link.twins if f"{twin.port_dir}/state" in sysfs and twin.gid]
+    return [why for twin in judged for why in [twin_gid_missing(link, sysfs, indexes[0], twin)] if why]
 
 
 def ping_problems(link, pings):
-    """`pings`: the DF ping task's loop results; the address pinged is the last word of each command."""
+    """`pings`: the DF ping task's loop results, each item a roce_rails target ({peer, rail, interface, address});
+    the address pinged is the last word of each command."""
     problems = []
     for ping in pings:
         if ping.get("rc", 1) == 0:
@@ -210,19 +258,26 @@ def ping_problems(link, pings):
         errors = list(dict.fromkeys(ping.get("stderr_lines") or []))
         lines = [line for line in ping.get("stdout_lines") or [] if re.search("transmitted|From ", line)]
         why = "; ".join(errors + lines) or ping.get("msg") or "no output"
+        target = ping["item"]
+        rail = "" if target["interface"] == link.interface else f" on rail {target['rail']} ({target['interface']})"
         problems.append(
-            f"{link.node}: DF ping at MTU {link.mtu} ({int(link.mtu) - 28}-byte payload, -M do) to {ping['item']} "
-            f"{(ping.get('cmd') or ['?'])[-1]} failed: {why}; both ends and the link need MTU {link.mtu}"
+            f"{link.node}: DF ping at MTU {link.mtu} ({int(link.mtu) - 28}-byte payload, -M do) to {target['peer']} "
+            f"{(ping.get('cmd') or ['?'])[-1]}{rail} failed: {why}; both ends and the link need MTU {link.mtu}"
         )
     return problems
 
 
-def verify_problems(link, sysfs, netdev, pings):
-    """After the change (or alone): the live netdev, the RDMA ports, the RoCE v2 GID on every rail, a DF ping to each
-    peer."""
+def ready(link, sysfs, indexes):
+    """Every RDMA port ACTIVE and the RoCE v2 GID of every rail's address: what a fresh address waits for."""
+    return not port_problems(link, sysfs) and bool(indexes) and not gid_problems(link, sysfs, indexes)
+
+
+def verify_problems(link, sysfs, netdevs, pings):
+    """After the change (or alone): every rail's live netdev, the RDMA ports, the RoCE v2 GID on every rail, a DF
+    ping to each peer on each rail."""
     indexes = gid_indexes(sysfs, link.port_dir, link.gid)
     return (
-        live_problems(link, netdev)
+        live_problems(link, netdevs)
         + port_problems(link, sysfs)
         + gid_problems(link, sysfs, indexes)
         + ping_problems(link, pings)
@@ -243,21 +298,53 @@ def bw_average_gbps(output):
     return None
 
 
-def bandwidth_problems(runs, floor_gbps, command="ib_write_bw"):
-    """(measurements, problems) of one measurement per pair of nodes: each run is {client, server, address, rc,
-    stdout, stderr} of `command` sent from client to server's fast-link address; below floor_gbps is a problem."""
+# NVIDIA's DGX Spark guide: a CX-7 left in its degraded initialization state runs 8-25 Gb/s per rail.
+DEGRADED_GBPS = (8, 25)
+
+
+def measured_line(run, gbps, floor_gbps, qps, seconds):
+    """`spark-a -> spark-b rail roceP2p1s0f1 (192.168.200.11): 96.1 Gb/s (floor 80, 4 QPs, 10 s)`."""
+    rate = "nothing measured" if gbps is None else f"{gbps:g} Gb/s"
+    return f"{run_path(run)}: {rate} (floor {floor_gbps:g}, {qps} QPs, {seconds} s)"
+
+
+def run_path(run):
+    return f"{run['client']} -> {run['server']} rail {run['rail']} ({run['address']})"
+
+
+def below_floor(run, gbps, floor_gbps, qps, seconds, command):
+    hint = (
+        ": the 8-25 Gb/s of a CX-7 left in its degraded initialization state (NVIDIA's DGX Spark guide: reboot both "
+        "nodes; if it stays, shut them down and unplug their power for 60 s)"
+        if DEGRADED_GBPS[0] <= gbps <= DEGRADED_GBPS[1]
+        else ": a degraded link (cable, transceiver, a CX-7 port trained at a lower speed) passes every other check "
+        "and slows every step of the engine"
+    )
+    return (
+        f"{run_path(run)}: {gbps:g} Gb/s measured by {command} ({qps} QPs, {seconds} s), below the floor of "
+        f"{floor_gbps:g} Gb/s (roce_network_bandwidth_floor_gbps){hint}"
+    )
+
+
+def bandwidth_problems(runs, floor_gbps, qps, seconds, command="ib_write_bw"):
+    """(measurements, problems) of one measurement per rail per pair of nodes: each run is {client, server, rail,
+    address, rc, stdout, stderr} of `command` sent from client to the server's address on that rail, with `qps` queue
+    pairs for `seconds`; below floor_gbps is a problem. Each measurement carries its line as printed."""
     measurements, problems = [], []
     for run in runs:
-        path = f"{run['client']} -> {run['server']} ({run['address']})"
         gbps = bw_average_gbps(run.get("stdout") or "") if run.get("rc") == 0 else None
-        measurements.append({"client": run["client"], "server": run["server"], "path": path, "gbps": gbps})
+        measurements.append(
+            {
+                "client": run["client"],
+                "server": run["server"],
+                "rail": run["rail"],
+                "gbps": gbps,
+                "line": measured_line(run, gbps, floor_gbps, qps, seconds),
+            }
+        )
         if gbps is None:
             said = (run.get("stderr") or run.get("stdout") or "no output").strip().splitlines()[-1:] or ["no output"]
-            problems.append(f"{path}: {command} measured nothing (rc {run.get('rc')}: {said[0]})")
+            problems.append(f"{run_path(run)}: {command} measured nothing (rc {run.get('rc')}: {said[0]})")
         elif gbps < floor_gbps:
-            problems.append(
-                f"{path}: {gbps:g} Gb/s measured by {command}, below the floor of {floor_gbps:g} Gb/s "
-                "(roce_network_bandwidth_floor_gbps): a degraded link (cable, transceiver, a CX-7 port trained at a "
-                "lower speed) would pass every other check and slow every step of the engine"
-            )
+            problems.append(below_floor(run, gbps, floor_gbps, qps, seconds, command))
     return measurements, problems

@@ -71,6 +71,31 @@ def test_an_inventory_gap_is_refused_by_name_before_any_rank_is_rendered(tmp_pat
     assert "is undefined" not in out and "lookup plugin" not in out, out[-3000:]
 
 
+def test_the_twins_addresses_are_refused_at_validation_every_node_at_once(tmp_path):
+    """Dual rail (roles/roce_network, module_utils/roce_rails.py): the twin needs an address of its own per host, on a
+    subnet of its own; every node's problems in one refusal, each naming the host, the variable, its value and the
+    rule, before any node is reached."""
+    inventory = local_inventory(tmp_path, "pair")
+    group = inventory / "group_vars" / "all.yml"
+    group.write_text(
+        yaml.safe_dump(dict(yaml.safe_load(group.read_text()), roce_network_nccl_ib_hca_twins=["roceP2p1s0f1:1"]))
+    )
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+    hosts["all"]["children"]["spark_nodes"]["hosts"]["node-1"]["roce_network_twin_addresses"] = {
+        "roceP2p1s0f1": "127.0.0.20"
+    }
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    rc, out = run(validate_argv(inventory, tmp_path / "state"))
+    assert rc != 0
+    assert "2 problem(s) with the rails; nothing was changed" in out, out[-3000:]
+    assert "- node-0: roce_network_twin_addresses has no address for roceP2p1s0f1 (rule: every twin of" in out
+    assert (
+        "- node-1: roce_network_twin_addresses.roceP2p1s0f1=127.0.0.20 is on 127.0.0.0/24, the subnet of "
+        "roce_network_address 127.0.0.11 (rule: each rail of a node on a subnet of its own"
+    ) in out, out[-3000:]
+    assert out.count("[ERROR]") == 1 and not (tmp_path / "state").exists(), out[-3000:]
+
+
 def test_bad_profile_stops_at_validation_with_every_violation(tmp_path):
     overrides = {
         "engine": {

@@ -86,6 +86,8 @@ for dev in "$root"/class/infiniband/*; do
 done
 """
 
+# roles/roce_network measures each rail with `--qp=N` (one word): the stand-in skips it, one TCP stream standing for
+# every queue pair.
 IB_WRITE_BW = r"""#!/usr/bin/python3
 # STAND-IN ib_write_bw (spark-serve test bed): perftest's RDMA-write bandwidth test, measured with TCP over the same
 # fast link (the test bed has no RDMA). Server: no host argument, one client on -p, then exit. Client: sends for -D

@@ -117,7 +117,8 @@ def test_down_rdma_port_fails_before_anything_changes(testbed, restore):
 
 
 def test_inputs_checked_across_nodes_before_anything_changes(converged_pair):
-    """Every problem of every node in one run: an MTU that differs between the two ends and a missing twin."""
+    """Every problem of every node in one run: an MTU that differs between the two ends and a twin (second rail) with
+    neither an address in the inventory nor its RDMA port."""
     per_host_mtu = '{"roce_network_mtu": "{{ 1500 if inventory_hostname == \'node-1\' else 9000 }}"}'
     rc, out = playbook(
         CONVERGE,
@@ -131,6 +132,7 @@ def test_inputs_checked_across_nodes_before_anything_changes(converged_pair):
     assert "node-0: roce_network_mtu 9000 differs from node-1's 1500" in out, out[-3000:]
     assert "node-1: roce_network_mtu 1500 differs from node-0's 9000" in out
     for node in ("node-0", "node-1"):
+        assert f"{node}: roce_network_twin_addresses has no address for roceP2p1s0f1 (rule: every twin" in out
         assert f"{node}: RDMA port roceP2p1s0f1/1 not found (no /opt/testbed/sys/class/infiniband/roceP2p1s0f1" in out
     assert_never_ran(out, "roce_network", "Converge the live netdev")
     assert pair_state() == converged_pair
@@ -217,10 +219,15 @@ def test_a_throttled_link_is_refused_by_the_bandwidth_floor_naming_both_nodes(co
         node_exec(0, f"tc qdisc del dev {NETDEV} root")
     assert rc != 0, out[-3000:]
     measured = re.search(
-        rf"node-0 -> node-1 \({ADDRESS[1]}\): ([0-9.]+) Gb/s measured by ib_write_bw, below the floor of 1 Gb/s", out
+        rf"node-0 -> node-1 rail rocep1s0f1 \({ADDRESS[1]}\): ([0-9.]+) Gb/s measured by ib_write_bw \(4 QPs, 1 s\), "
+        "below the floor of 1 Gb/s",
+        out,
     )
     assert measured and float(measured.group(1)) < 0.2, out[-3000:]
     print(f"\n[throttled fast link] measured {measured.group(1)} Gb/s against the floor of 1 Gb/s")
     assert "DF ping" not in out and recap_changed(out, "node-1") == 0
     rc, out = playbook(CONVERGE)  # back at full speed, the same link passes the floor
-    assert rc == 0 and "fast link (ib_write_bw, floor 1 Gb/s): node-0 -> node-1" in out, out[-3000:]
+    assert rc == 0, out[-3000:]
+    assert re.search(
+        rf"node-0 -> node-1 rail rocep1s0f1 \({ADDRESS[1]}\): [0-9.]+ Gb/s \(floor 1, 4 QPs, 1 s\)", out
+    ), out[-3000:]

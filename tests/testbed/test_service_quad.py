@@ -40,11 +40,23 @@ def rail_dir(index):
     return ROOT / ".testbed" / sf.INSTANCE / f"node-{index}" / "sys" / "class" / "infiniband" / RAIL
 
 
+def rail_address(index):
+    """Node `index`'s address on the second rail, as inventories/testbed-quad gives it (its own subnet)."""
+    return f"10.253.{16 * int(sf.INSTANCE) + 6}.{10 + index}"
+
+
 def add_second_rails():
-    """The second rail of every quad node, as a Spark has it: ACTIVE, its RoCE v2 GID at index 3 like the first."""
+    """The second rail of every quad node, as a Spark has it: its own netdev on the same cable (a macvlan on the
+    fabric's netdev, left for roce_network to set up), ACTIVE, the RoCE v2 GID of its address at index 3 like the
+    first."""
     for index in range(NODES):
-        fabric_address = f"10.253.{16 * int(sf.INSTANCE) + 1}.{110 + index}"
-        standins.rdma_sysfs_tree(rail_dir(index).parents[2], RAIL_NETDEV, gid_address=fabric_address, device=RAIL)
+        rc, out = node_exec(
+            index,
+            f"ip link show dev {RAIL_NETDEV} >/dev/null 2>&1 || "
+            f"ip link add link {sf.FAST_NETDEV} name {RAIL_NETDEV} type macvlan mode bridge",
+        )
+        assert rc == 0, out
+        standins.rdma_sysfs_tree(rail_dir(index).parents[2], RAIL_NETDEV, gid_address=rail_address(index), device=RAIL)
 
 
 def memory_mib(index):
@@ -95,7 +107,7 @@ def quad(testbed):
     assert records, "no record of the quad"
     yield {"out": out, "record": records[-1], "hub": hub_requests()[hub_seen:], "started_at": started_at}
     for index in range(NODES):  # the next module starts from nodes without a quad rank or a second rail
-        node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; true")
+        node_exec(index, f"docker rm -f spark-serve-rank{index} >/dev/null 2>&1; ip link del {RAIL_NETDEV}; true")
         shutil.rmtree(rail_dir(index), ignore_errors=True)
 
 
@@ -113,6 +125,16 @@ def test_four_ranks_serve_tp4_each_with_its_rank_flags(quad):
     with sf.post("/v1/chat/completions", body) as response:
         answer = json.load(response)
     assert answer["usage"]["completion_tokens"] > 0, answer
+
+
+def test_every_rail_of_every_pair_is_measured_beside_its_floor(quad):
+    """Both rails set up from the inventory's addresses: each rail of each of the six pairs measured on its own
+    addresses, the floor, the queue pairs and the seconds printed beside the rate."""
+    fabric = f"10.253.{16 * int(sf.INSTANCE) + 1}"
+    for client, server in ((a, b) for a in range(NODES) for b in range(a + 1, NODES)):
+        for rail, address in (("rocep1s0f1", f"{fabric}.{10 + server}"), (RAIL, rail_address(server))):
+            path = rf"node-{client} -> node-{server} rail {rail} \({re.escape(address)}\)"
+            assert re.search(path + r": [0-9.]+ Gb/s \(floor 1, 4 QPs, 1 s\)", quad["out"]), (path, quad["out"][-4000:])
 
 
 def ask(prompt):
@@ -251,7 +273,10 @@ def test_a_missing_rail_a_rail_without_its_gid_and_a_wrong_mtu_are_refused_befor
     finally:
         missing.rename(rail_dir(3))
         add_second_rails()
-        node_exec(2, f"ip link set dev {sf.FAST_NETDEV} mtu {sf.FAST_MTU}")
+        # The kernel lowered the macvlan twin with its fabric netdev: both back to 9000, the fabric's first.
+        node_exec(
+            2, f"ip link set dev {sf.FAST_NETDEV} mtu {sf.FAST_MTU} && ip link set dev {RAIL_NETDEV} mtu {sf.FAST_MTU}"
+        )
     assert rc != 0, out[-4000:]
     assert f"node-3: RDMA port {RAIL}/1 not found" in out, out[-4000:]
     assert f"node-1: rail {RAIL}/1 has no RoCE v2 GID at index 3" in out, out[-4000:]

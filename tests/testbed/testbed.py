@@ -32,6 +32,7 @@ import standins
 #   10.253.B+1.0/24  the "CX-7" fabric (MTU 9000), renamed enp1s0f1np1 inside each node: one bridge for all
 #                    nodes, as a switch (the pair's point-to-point cable is the two-node case of it)
 #   10.253.B+2+n     node n's inner docker bridge (n < 4); 10.253.B+8+2n/23 its address pool
+#   10.253.B+6.0/24  the quad's second rail (test_service_quad.py: a macvlan on each node's fabric netdev)
 INSTANCE = int(os.environ.get("SPARK_TESTBED_INSTANCE", "0"))
 BASE = 16 * INSTANCE
 PREFIX = f"spark-serve-tb{INSTANCE}"

@@ -8,9 +8,10 @@ short_description: Judge a node's RoCE link from its RDMA sysfs, its netdev stat
 description:
   - Reads the RDMA port states and the GID tables (values and types) of every rail from sysfs on the node;
     unreadable entries (a real CX-7's unused GIDs) are skipped.
-  - C(stage=precheck) lists what is wrong before any change (inputs, netdev, RDMA port, GID table, netplan binary,
-    peers' addresses, subnets and MTUs); C(stage=verify) lists what is wrong with the live link (MTU, state, address,
-    RDMA ports ACTIVE, a RoCE v2 GID for the address on every rail at one index, DF pings).
+  - C(stage=precheck) lists what is wrong before any change (inputs, every rail's netdev, RDMA ports, GID table,
+    netplan binary, peers' addresses, subnets and MTUs); C(stage=verify) lists what is wrong with the live link (every
+    rail's MTU, state and address, RDMA ports ACTIVE, the RoCE v2 GID of each rail's address at one index, DF pings).
+  - The twins' own settings, and how they agree across the nodes, are roce_rails' to judge.
   - Every problem names the node, the value and what was expected. Changes nothing.
 options:
   stage:
@@ -60,10 +61,21 @@ options:
         type: list
         elements: str
         required: true
+      twins:
+        description: The rails after the first as roce_rails gives them, each C(device), C(port), C(interface) (its
+          netdev) and C(address) (null when the inventory has none).
+        type: list
+        elements: dict
+        default: []
   netdev:
     description: roce_netdev's result for the interface (C(before) = live state, or C(msg)).
     type: dict
     required: true
+  twin_netdevs:
+    description: roce_netdev's results for the twins' netdevs, a loop's results (each C(item) a twin).
+    type: list
+    elements: dict
+    default: []
   netplan_command:
     description: The netplan binary that must exist (precheck; empty when netplan is not applied).
     type: str
@@ -76,7 +88,8 @@ options:
     elements: dict
     default: []
   pings:
-    description: Verify; the DF ping task's loop results (the address pinged is the last word of each command).
+    description: Verify; the DF ping task's loop results, each C(item) a roce_rails target (C(peer), C(rail),
+      C(interface), C(address)); the address pinged is the last word of each command.
     type: list
     elements: dict
     default: []
@@ -107,7 +120,7 @@ problems:
   type: list
   elements: str
 ready:
-  description: Every RDMA port ACTIVE and a RoCE v2 GID for the address (what a fresh address waits for).
+  description: Every RDMA port ACTIVE and the RoCE v2 GID of every rail's address (what a fresh address waits for).
   returned: always
   type: bool
 gid:
@@ -129,7 +142,7 @@ subnet:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.roce_checks import Link, gid_indexes, port_problems, precheck_problems, verify_problems
+from ansible.module_utils.roce_checks import Link, gid_indexes, precheck_problems, ready, verify_problems
 
 LINK_OPTIONS = {
     "node": {"type": "str", "required": True},
@@ -141,6 +154,7 @@ LINK_OPTIONS = {
     "rdma_port": {"type": "raw", "required": True},
     "sysfs_root": {"type": "str", "default": "/sys"},
     "hcas": {"type": "list", "elements": "str", "required": True},
+    "twins": {"type": "list", "elements": "dict", "default": []},
 }
 
 
@@ -170,6 +184,7 @@ def main():
             "stage": {"type": "str", "choices": ["precheck", "verify"], "required": True},
             "link": {"type": "dict", "required": True, "options": LINK_OPTIONS},
             "netdev": {"type": "dict", "required": True},
+            "twin_netdevs": {"type": "list", "elements": "dict", "default": []},
             "netplan_command": {"type": "str", "default": ""},
             "peers": {"type": "list", "elements": "dict", "default": []},
             "pings": {"type": "list", "elements": "dict", "default": []},
@@ -180,15 +195,16 @@ def main():
     link = Link(p["link"])
     sysfs = read_sysfs(*link.probe_paths())
     indexes = gid_indexes(sysfs, link.port_dir, link.gid)
+    netdevs = {link.interface: p["netdev"], **{r["item"]["interface"]: r for r in p["twin_netdevs"]}}
     if p["stage"] == "precheck":
         missing = p["netplan_command"] if p["netplan_command"] and not os.path.exists(p["netplan_command"]) else ""
-        problems = precheck_problems(link, sysfs, p["netdev"], p["peers"], missing)
+        problems = precheck_problems(link, sysfs, netdevs, p["peers"], missing)
     else:
-        problems = verify_problems(link, sysfs, p["netdev"], p["pings"])
+        problems = verify_problems(link, sysfs, netdevs, p["pings"])
     module.exit_json(
         changed=False,
         problems=problems,
-        ready=not port_problems(link, sysfs) and bool(indexes),
+        ready=ready(link, sysfs, indexes),
         gid=link.gid,
         gid_index=indexes[0] if indexes else None,
         subnet=link.subnet,
