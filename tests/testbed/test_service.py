@@ -292,10 +292,10 @@ def run_the_printed_client_commands(out):
     the key read from its file is proven in tests/unit/test_client_examples.py."""
     lines = sf.printed_msg(out, "How clients reach the service")
     assert lines, out[-3000:]
-    # They are the run's last lines: no play, task or warning follows them before the recap.
+    # They are the run's last lines: no play or task follows them before the recap (the output holds stdout, then
+    # stderr: Ansible's warnings, printed where they arose, are not in this order here).
     after = out.split("TASK [How clients reach the service]", 1)[1]
     assert [line.split(" ", 2)[:2] for line in re.findall(r"^(?:PLAY|TASK) .*$", after, re.M)] == [["PLAY", "RECAP"]]
-    assert "Could not match supplied host pattern" not in after, after[-3000:]
     assert lines[0] == f"endpoint {sf.HEAD}/v1, served model name tiny-llama", lines
     commands = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in lines if line.startswith(("curl", "Open"))}
     assert len(commands) == 2 and all(str(sf.DOOR_CA) in c for c in commands.values()), commands
