@@ -88,17 +88,16 @@ def test_every_role_verifies_the_prepared_pair(served_pair):
 
 
 def test_an_engine_version_the_image_does_not_hold_is_refused_before_the_download(served_pair):
-    """Alone proves the prepare stage's order: a profile whose engine_version is not the release in the image (the
-    test bed's vLLM reports 0.32.0+cpu) is refused by the image's own vLLM right after the image is on the nodes,
-    before the model role runs, while the pair keeps serving."""
+    """Alone proves, with the image's real vLLM: a profile whose engine_version is not the release in the image (the
+    test bed's reports 0.32.0+cpu) is refused by the prepare stage's image check, which runs before the model role
+    (the plays' order: tests/unit/test_prepare_order.py), while the pair keeps serving."""
     sf.ensure_serving()
     before = [sf.container_identity(i) for i in range(2)]
     override = {"spark_serve_profile_overrides": {"engine_version": "0.33.0"}}
-    rc, out = playbook("site.yml", sf.PAIR, "--tags", "prepare", "-e", json.dumps(override), timeout=1800)
+    rc, out = playbook("playbooks/prepare.yml", sf.PAIR, "--tags", "image_check", "-e", json.dumps(override))
     assert rc != 0, out[-6000:]
     said = "engine_version='0.33.0': the image holds vLLM 0.32.0+cpu (rule: engine-version-matches-image"
     assert said in out and "nothing was started" in out, out[-6000:]
-    assert "TASK [engine_image : " in out, "the image was not made ready first"
     assert_never_ran(out, "hf_model")
     assert [sf.container_identity(i) for i in range(2)] == before, "a refused prepare restarted a rank"
     assert sf.health() == 200
