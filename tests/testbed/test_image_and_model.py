@@ -30,7 +30,9 @@ from ansible.module_utils.image_recipe import recipe
 from tests.runner import ansible_playbook_argv, command_env
 from tests.testbed.helpers import INSTANCE, ROOT, assert_never_ran, local_patch, node_exec, run
 
-pytestmark = pytest.mark.testbed
+# Extended (CI's rotation, slice node-roles): the gate's prepare stage builds the image on the head, loads it on the
+# other node, downloads and copies the model on the pair it serves; these are the faults and second paths around it.
+pytestmark = [pytest.mark.testbed, pytest.mark.extended]
 
 STATE = ROOT / ".testbed" / INSTANCE
 HUB_STATE = STATE / "services" / "hub-state"

@@ -48,8 +48,8 @@ def test_every_extended_test_and_molecule_scenario_is_in_exactly_one_unit():
     [
         (["roles/vllm_router/tasks/main.yml"], ["fleet"]),
         (["inventories/testbed-fleet-a/hosts.yml"], ["fleet"]),
-        (["roles/roce_network/tasks/verify.yml"], ["quad", "molecule"]),
-        (["molecule/hf_model/converge.yml"], ["molecule"]),
+        (["roles/roce_network/tasks/verify.yml"], ["quad", "node-roles"]),
+        (["molecule/hf_model/converge.yml"], ["node-roles"]),
         (["README.md", "roles/vllm_routerx/x"], []),  # a name that only starts like a guarded folder
     ],
 )
@@ -58,9 +58,9 @@ def test_a_changed_guarded_path_names_the_slices_that_guard_it(changed, guarded)
 
 
 def test_owed_slices_come_first_then_the_rotations_then_the_guarded_ones_each_once():
-    ledger = {"owed": ["molecule"]}
+    ledger = {"owed": ["node-roles"]}
     assert rotation.wanted_slices(1, ledger, ["roles/vllm_router/x", "roles/hf_model/tasks/copy.yml"]) == [
-        "molecule",
+        "node-roles",
         "fleet",
         "quad",
     ]
@@ -69,14 +69,14 @@ def test_owed_slices_come_first_then_the_rotations_then_the_guarded_ones_each_on
 @pytest.mark.parametrize(
     ("elapsed_min", "pace", "run", "owed"),
     [
-        (50, 1.0, ["fleet"], ["molecule"]),  # an ordinary day: 50 + 18 <= 75, + 11 more would not be
-        (50, 2.0, [], ["fleet", "molecule"]),  # a slow day: the gate alone, both owed (the smaller never overtakes)
-        (40, 1.0, ["fleet", "molecule"], []),  # room for a second slice
-        (74, 0.5, [], ["fleet", "molecule"]),
+        (50, 1.0, ["fleet"], ["node-roles"]),  # an ordinary day: 50 + 25 <= 75, + 25 more would not be
+        (50, 1.4, [], ["fleet", "node-roles"]),  # a slow day: the gate alone, both owed
+        (20, 1.0, ["fleet", "node-roles"], []),  # room for a second slice
+        (74, 0.5, [], ["fleet", "node-roles"]),
     ],
 )
 def test_the_pace_rule_keeps_the_projected_end_under_75_minutes(elapsed_min, pace, run, owed):
-    got = rotation.fitting(["fleet", "molecule"], elapsed_min * 60, pace, {})
+    got = rotation.fitting(["fleet", "node-roles"], elapsed_min * 60, pace, {})
     assert got == (run, owed)
 
 
@@ -88,9 +88,9 @@ def test_a_slowed_calibration_runs_the_gate_alone_and_says_which_slice_it_owes(m
 
 
 def test_the_ledger_keeps_each_pass_with_its_reference_time_and_owes_skipped_and_failed_slices(tmp_path):
-    ledger = rotation.record({}, ["quad"], {"fleet": (0, 1200.0), "molecule": (1, 600.0)}, 1.5)
-    assert ledger["owed"] == ["quad", "molecule"]
-    assert ledger["last_pass"]["fleet"]["reference_s"] == 800 and "molecule" not in ledger["last_pass"]
+    ledger = rotation.record({}, ["quad"], {"fleet": (0, 1200.0), "node-roles": (1, 600.0)}, 1.5)
+    assert ledger["owed"] == ["quad", "node-roles"]
+    assert ledger["last_pass"]["fleet"]["reference_s"] == 800 and "node-roles" not in ledger["last_pass"]
     path = tmp_path / "ledger.json"
     rotation.write_ledger(ledger, path)
     assert rotation.read_ledger(path) == ledger
